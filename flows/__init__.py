@@ -1,0 +1,1 @@
+"""docflow's Prefect flows and the command line (``python -m flows`` or ``docflow``)."""

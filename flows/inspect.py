@@ -1,0 +1,35 @@
+"""What is in a data dir: table sizes, the collection, the last runs (no Prefect)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tasks.errors import StoreError
+from tasks.store import ChromaStore
+from tasks.tables import read_table, table_dir
+
+TABLES = ("documents", "chunks", "embeddings", "runs")
+
+
+def inspect_data(data_dir: Path, collection: str, last_runs: int = 5) -> dict[str, Any]:
+    """Return counts and sizes of every table, the collection count and the last runs."""
+    tables = {}
+    for name in TABLES:
+        folder = table_dir(data_dir, name)
+        parts = sorted(folder.rglob("*.parquet")) if folder.exists() else []
+        tables[name] = {
+            "rows": read_table(data_dir, name).num_rows,
+            "parts": len(parts),
+            "bytes": sum(p.stat().st_size for p in parts),
+        }
+    try:
+        store = ChromaStore.open(data_dir, collection)
+        col = store.collection()
+        info: dict[str, Any] = {"name": collection, "count": col.count(), **(col.metadata or {})}
+    except StoreError:
+        info = {"name": collection, "count": 0, "missing": True}
+    runs = read_table(data_dir, "runs")
+    recent = runs.to_pylist()[-last_runs:] if runs.num_rows else []
+    recent.sort(key=lambda r: str(r.get("run_id")), reverse=True)
+    return {"data_dir": str(data_dir), "tables": tables, "collection": info, "runs": recent}

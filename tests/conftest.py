@@ -1,0 +1,66 @@
+"""Shared test fixtures: paths to the real corpora, temp data dirs, small corpora."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.env import apply_defaults
+
+apply_defaults()  # offline model loading, no telemetry, quiet Prefect: before any import of them
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+CORPORA = SHARED / "corpora"
+EVAL = SHARED / "eval" / "chunking"
+SAMPLE = REPO / "data" / "raw"
+
+
+def shared_path(*parts: str) -> Path:
+    """Return a path under ../shared/corpora, skipping the test if ../shared is absent."""
+    path = CORPORA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"../shared is absent here ({path} not found); the real corpora live there")
+    return path
+
+
+def corpus_files(folder: str, patterns: tuple[str, ...]) -> list[Path]:
+    """Return the files of a ../shared/corpora folder (bad/ excluded), or [] if absent."""
+    root = CORPORA / folder
+    if not root.exists():
+        return []
+    return sorted(
+        p for pattern in patterns for p in root.rglob(pattern) if "bad" not in p.relative_to(root).parts
+    )
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """Return an empty data dir for one test."""
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path: Path) -> Path:
+    """Write a small corpus (Markdown, text, a hidden file, a nested folder) and return it."""
+    root = tmp_path / "corpus"
+    (root / "guides" / "deep").mkdir(parents=True)
+    (root / ".hidden").mkdir()
+    (root / "intro.md").write_text(
+        "# Lighthouses\n\nA lighthouse guides ships at night with a rotating lamp.\n\n"
+        "## Fresnel lens\n\nThe Fresnel lens focuses the lamp into a strong beam.\n",
+        encoding="utf-8",
+    )
+    (root / "guides" / "keeper.txt").write_text(
+        "The keeper trimmed the wick every evening and logged the weather.\n", encoding="utf-8"
+    )
+    (root / "guides" / "deep" / "fog.md").write_text(
+        "# Fog signals\n\nIn fog, a diaphone horn sounds every thirty seconds.\n", encoding="utf-8"
+    )
+    (root / ".hidden" / "secret.md").write_text("# Secret\n\nnot for the index\n", encoding="utf-8")
+    (root / ".dotfile.txt").write_text("hidden text\n", encoding="utf-8")
+    (root / "notes.csv").write_text("a,b\n1,2\n", encoding="utf-8")
+    return root
