@@ -1,0 +1,134 @@
+"""The ingest flow end to end: real Prefect (harness), real Chroma, real model, real files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from flows.ingest import ingest
+from flows.query import query
+from tasks.config import IngestParams
+from tasks.store import ChromaStore
+from tasks.tables import read_table
+from tests.conftest import SAMPLE, shared_path
+
+
+@pytest.fixture(scope="module")
+def markdown_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """Ingest ../shared/corpora/markdown (bad/ included) once for the module."""
+    source = shared_path("markdown")
+    data_dir = tmp_path_factory.mktemp("md") / "data"
+    summary = ingest(IngestParams(source=str(source), data_dir=str(data_dir)))
+    return summary, data_dir
+
+
+def test_summary_counts_equal_tables_and_store(markdown_run: tuple[dict[str, Any], Path]) -> None:
+    summary, data_dir = markdown_run
+    docs = read_table(data_dir, "documents")
+    chunks = read_table(data_dir, "chunks")
+    embeddings = read_table(data_dir, "embeddings")
+    store = ChromaStore.open(data_dir, "docflow")
+
+    assert summary["files_seen"] == docs.num_rows  # one document per text/markdown file
+    statuses = docs.column("status").to_pylist()
+    assert summary["files_failed"] == statuses.count("failed") == 1  # the zero-byte README
+    assert summary["failures"] == [{"source": "bad/zero-byte__README.md", "error": "empty file: no text"}]
+    assert summary["documents"] == statuses.count("loaded")
+    assert summary["chunks_written"] == summary["chunks_embedded"] == chunks.num_rows
+    assert embeddings.num_rows == chunks.num_rows == store.count() > 1000
+    assert len(set(chunks.column("chunk_id").to_pylist())) == chunks.num_rows
+    assert read_table(data_dir, "runs").column("run_id").to_pylist() == [summary["run_id"]]
+
+
+def test_tables_are_readable_by_duckdb(markdown_run: tuple[dict[str, Any], Path]) -> None:
+    summary, data_dir = markdown_run
+    pattern = str(data_dir / "tables" / "chunks" / "**" / "*.parquet")
+    ((n, runs),) = duckdb.sql(
+        f"select count(*), count(distinct run_id) from read_parquet('{pattern}', hive_partitioning=true)"
+    ).fetchall()
+    assert (n, runs) == (summary["chunks_written"], 1)
+
+
+def test_chunks_are_exact_spans_of_the_loaded_text(markdown_run: tuple[dict[str, Any], Path]) -> None:
+    _, data_dir = markdown_run
+    texts = {
+        r["doc_id"]: r["text"]
+        for r in read_table(data_dir, "documents", ["doc_id", "text", "status"]).to_pylist()
+        if r["status"] == "loaded"
+    }
+    for c in read_table(data_dir, "chunks", ["doc_id", "start_index", "end_index", "text", "n_chars"]).to_pylist():
+        assert texts[c["doc_id"]][c["start_index"] : c["end_index"]] == c["text"]
+        assert c["n_chars"] == len(c["text"]) <= 1024
+
+
+@pytest.mark.parametrize(
+    "question,expected",
+    [
+        ("Create an automation that fires when a flow run is stuck in a Running state for too long",
+         "prefect-docs/concepts/automations.md"),
+        ("How do I store a secret in AWS Secrets Manager from a flow?",
+         "prefect-docs/integrations/prefect-aws/secrets_manager.md"),
+        ("What states can a flow run be in, and what does Crashed mean?", "prefect-docs/concepts/states.md"),
+    ],
+)
+def test_query_returns_the_file_that_answers_first(
+    markdown_run: tuple[dict[str, Any], Path], question: str, expected: str
+) -> None:
+    _, data_dir = markdown_run
+    hits = query(question, data_dir, "docflow", k=5)
+    assert len(hits) == 5
+    assert hits[0].source == expected
+    assert hits[0].score >= hits[-1].score
+
+
+def test_where_filter_restricts_results(markdown_run: tuple[dict[str, Any], Path]) -> None:
+    _, data_dir = markdown_run
+    only = "prefect-docs/concepts/states.md"
+    hits = query("deploy a flow to kubernetes", data_dir, "docflow", k=3, where={"source": only})
+    assert hits and all(h.source == only for h in hits)
+
+
+@pytest.mark.parametrize(
+    "question,expected",
+    [
+        ("How many millilitres of acid solution go between each pair of frames when treating a "
+         "broodless colony in December?", "varroa-mite-control.md"),
+        ("Below what air temperature do the bees huddle together?", "seasons/winter-preparation.md"),
+        ("What colour dot should a queen hatched in 2025 get?", "queen-rearing.md"),
+        ("Which avenue trees give the big July nectar flow?", "forage-plants-faq.txt"),
+    ],
+)
+def test_sample_corpus_answers_its_questions(
+    sample_run: Path, question: str, expected: str
+) -> None:
+    hits = query(question, sample_run, "docflow", k=3)
+    assert hits[0].source == expected
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Ingest the README's sample corpus (data/raw) into a temp data dir."""
+    data_dir = tmp_path_factory.mktemp("sample") / "data"
+    summary = ingest(IngestParams(source=str(SAMPLE), data_dir=str(data_dir)))
+    assert summary["files_seen"] == 12 and summary["files_failed"] == 0
+    return data_dir
+
+
+def test_rerun_is_idempotent_in_the_store(tmp_path: Path, tiny_corpus: Path) -> None:
+    params = IngestParams(source=str(tiny_corpus), data_dir=str(tmp_path / "data"))
+    first = ingest(params)
+    second = ingest(params)
+    assert first["chunks_written"] == second["chunks_written"] > 0
+    assert ChromaStore.open(params.data_path, "docflow").count() == first["chunks_written"]
+
+
+def test_model_change_is_refused(tmp_path: Path, tiny_corpus: Path) -> None:
+    from tasks.errors import StoreError
+
+    data_dir = tmp_path / "data"
+    ChromaStore.open(data_dir, "docflow").collection("some-other-model", 384)
+    with pytest.raises(StoreError, match="reingest"):
+        ingest(IngestParams(source=str(tiny_corpus), data_dir=str(data_dir)))

@@ -1,0 +1,238 @@
+"""Unit tests for tasks/config.py: defaults < TOML file < DOCFLOW_* env < overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tasks.config import IngestParams, resolve_params
+from tasks.errors import ConfigError
+
+
+def toml(tmp_path: Path, text: str, name: str = "docflow.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults() -> None:
+    params = resolve_params(environ={})
+    assert params.chunk_size == 1024
+    assert params.chunk_overlap == 100
+    assert params.data_dir == "data"
+    assert params.source == "data/raw"
+    assert params.include == [] and params.exclude == []
+    assert params.include_hidden is False and params.strict is False
+    assert params.model == "all-MiniLM-L6-v2"
+    assert params.data_path == Path("data")
+    assert params == IngestParams()
+
+
+def test_default_environ_is_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCFLOW_CHUNK_SIZE", "321")
+    assert resolve_params().chunk_size == 321
+    assert resolve_params(environ={}).chunk_size == 1024
+
+
+# -- precedence -----------------------------------------------------------------------------
+
+FILE = "chunk_size = 500\nchunk_overlap = 50\nsource = 'from/file'\ncollection = 'filecol'\n"
+ENV = {"DOCFLOW_CHUNK_SIZE": "600", "DOCFLOW_SOURCE": "from/env"}
+OVERRIDES = {"chunk_size": 700}
+
+
+@pytest.mark.parametrize(
+    ("use_file", "env", "overrides", "expected"),
+    [
+        pytest.param(False, {}, {}, (1024, 100, "data/raw", "docflow"), id="defaults"),
+        pytest.param(True, {}, {}, (500, 50, "from/file", "filecol"), id="file"),
+        pytest.param(True, ENV, {}, (600, 50, "from/env", "filecol"), id="env-beats-file"),
+        pytest.param(False, ENV, {}, (600, 100, "from/env", "docflow"), id="env-only"),
+        pytest.param(True, ENV, OVERRIDES, (700, 50, "from/env", "filecol"), id="override-wins"),
+        pytest.param(True, {}, OVERRIDES, (700, 50, "from/file", "filecol"), id="override-file"),
+    ],
+)
+def test_precedence(
+    tmp_path: Path,
+    use_file: bool,
+    env: dict[str, str],
+    overrides: dict[str, Any],
+    expected: tuple[int, int, str, str],
+) -> None:
+    config = toml(tmp_path, FILE) if use_file else None
+    p = resolve_params(config, overrides, environ=env)
+    assert (p.chunk_size, p.chunk_overlap, p.source, p.collection) == expected
+
+
+def test_env_values_are_parsed_to_field_types() -> None:
+    p = resolve_params(
+        environ={
+            "DOCFLOW_CHUNK_SIZE": "2048",
+            "DOCFLOW_INCLUDE_HIDDEN": "true",
+            "DOCFLOW_STRICT": "1",
+            "DOCFLOW_DATA_DIR": "/var/docflow",
+            "DOCFLOW_BATCH_BYTES": "1000",
+        }
+    )
+    assert p.chunk_size == 2048
+    assert p.include_hidden is True and p.strict is True
+    assert p.data_dir == "/var/docflow"
+    assert p.batch_bytes == 1000
+
+
+def test_unrelated_env_vars_are_ignored() -> None:
+    p = resolve_params(
+        environ={"DOCFLOW_CHROMA_HOST": "x", "CHUNK_SIZE": "5", "docflow_chunk_size": "5"}
+    )
+    assert p == IngestParams()
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("**/*.md", ["**/*.md"]),
+        ("**/*.md,**/*.txt", ["**/*.md", "**/*.txt"]),
+        (" **/*.md , docs/**/*.rst ,", ["**/*.md", "docs/**/*.rst"]),
+        ("a,,b", ["a", "b"]),
+        ("", []),
+    ],
+)
+def test_list_env_vars_are_comma_separated(raw: str, expected: list[str]) -> None:
+    p = resolve_params(environ={"DOCFLOW_INCLUDE": raw, "DOCFLOW_EXCLUDE": raw})
+    assert p.include == expected
+    assert p.exclude == expected
+
+
+def test_list_override_replaces_env_list() -> None:
+    p = resolve_params(
+        overrides={"include": ["only/*.md"]}, environ={"DOCFLOW_INCLUDE": "a/*.md,b/*.md"}
+    )
+    assert p.include == ["only/*.md"]
+
+
+# -- TOML file ------------------------------------------------------------------------------
+
+
+def test_ingest_table_in_toml(tmp_path: Path) -> None:
+    config = toml(
+        tmp_path,
+        "[ingest]\n"
+        "source = 'corpus'\n"
+        "include = ['**/*.md', '**/*.txt']\n"
+        "exclude = ['drafts/**']\n"
+        "chunk-size = 256\n"  # kebab-case keys are accepted
+        "chunk_overlap = 32\n"
+        "include_hidden = true\n"
+        "\n[other]\nchunk_size = 1\n",
+    )
+    p = resolve_params(config, environ={})
+    assert p.source == "corpus"
+    assert p.include == ["**/*.md", "**/*.txt"]
+    assert p.exclude == ["drafts/**"]
+    assert (p.chunk_size, p.chunk_overlap, p.include_hidden) == (256, 32, True)
+
+
+def test_top_level_keys_without_ingest_table(tmp_path: Path) -> None:
+    config = toml(tmp_path, "data_dir = 'elsewhere'\nbatch_files = 8\n")
+    p = resolve_params(config, environ={})
+    assert (p.data_dir, p.batch_files) == ("elsewhere", 8)
+
+
+def test_overrides_with_none_are_ignored(tmp_path: Path) -> None:
+    config = toml(tmp_path, "[ingest]\nchunk_size = 300\n")
+    p = resolve_params(
+        config,
+        {"chunk_size": None, "source": None, "include": None, "chunk_overlap": 10},
+        environ={"DOCFLOW_SOURCE": "env/src"},
+    )
+    assert p.chunk_size == 300
+    assert p.source == "env/src"
+    assert p.include == []
+    assert p.chunk_overlap == 10
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "env", "field"),
+    [
+        pytest.param({"chunk_size": 0}, {}, "chunk_size", id="size-zero"),
+        pytest.param({}, {"DOCFLOW_CHUNK_SIZE": "big"}, "chunk_size", id="size-not-int"),
+        pytest.param({"chunk_overlap": -1}, {}, "chunk_overlap", id="negative-overlap"),
+        pytest.param(
+            {"chunk_size": 100, "chunk_overlap": 200}, {}, "chunk_overlap", id="overlap-gt-size"
+        ),
+        pytest.param({"collection": "ab"}, {}, "collection", id="collection-too-short"),
+        pytest.param({}, {"DOCFLOW_SPLITTER": "nonsense"}, "splitter", id="unknown-splitter"),
+        pytest.param({"length_unit": "furlongs"}, {}, "length_unit", id="unknown-unit"),
+        pytest.param({}, {"DOCFLOW_STRICT": "maybe"}, "strict", id="bool-not-bool"),
+        pytest.param({"batch_files": 0}, {}, "batch_files", id="batch-files-zero"),
+        pytest.param({"include": "**/*.md"}, {}, "include", id="include-not-list"),
+        pytest.param({"chunk_sise": 10}, {}, "chunk_sise", id="unknown-field"),
+    ],
+)
+def test_invalid_values_raise_config_error_naming_the_field(
+    overrides: dict[str, Any], env: dict[str, str], field: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_params(overrides=overrides, environ=env)
+    message = str(info.value)
+    assert field in message
+    assert "\n" not in message
+
+
+def test_invalid_value_in_toml_names_the_field(tmp_path: Path) -> None:
+    config = toml(tmp_path, "[ingest]\nembed_batch_size = 'lots'\n")
+    with pytest.raises(ConfigError, match="embed_batch_size") as info:
+        resolve_params(config, environ={})
+    assert "\n" not in str(info.value)
+
+
+def test_missing_config_file_raises_config_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match="not found") as info:
+        resolve_params(missing, environ={})
+    assert str(missing) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "chunk_size = \n",
+        "[ingest\nchunk_size = 1\n",
+        "chunk_size = 1\nchunk_size = 2\n",
+        "source = 'unterminated\n",
+    ],
+)
+def test_invalid_toml_raises_config_error(tmp_path: Path, text: str) -> None:
+    config = toml(tmp_path, text)
+    with pytest.raises(ConfigError, match="not valid TOML") as info:
+        resolve_params(config, environ={})
+    assert str(config) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: config.py _from_file catches only FileNotFoundError and TOMLDecodeError; "
+    "a non-UTF-8 config file raises UnicodeDecodeError (CLI exit 1, not 2)",
+)
+def test_non_utf8_config_file_raises_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("source = 'café'\n".encode("latin-1"))
+    with pytest.raises(ConfigError):
+        resolve_params(path, environ={})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: config.py _from_file catches only FileNotFoundError and TOMLDecodeError; "
+    "a folder given as config file raises IsADirectoryError (CLI exit 1, not 2)",
+)
+def test_config_path_that_is_a_folder_raises_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        resolve_params(tmp_path, environ={})

@@ -1,0 +1,100 @@
+"""Unit tests for tasks/embed.py with the real bundled all-MiniLM-L6-v2 (offline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tasks.embed import DEFAULT_MODEL, Embedder, load_model, resolve_model_path
+
+DIM = 384
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(DEFAULT_MODEL, batch_size=4, device="cpu")
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.slow
+def test_dimension(embedder: Embedder) -> None:
+    assert embedder.dimension == DIM
+    assert embedder.model_id == DEFAULT_MODEL
+
+
+@pytest.mark.slow
+def test_rows_are_unit_norm_float32(embedder: Embedder) -> None:
+    texts = [
+        "A lighthouse guides ships at night.",
+        "x",
+        "灯台は夜に船を導く。",
+        "a much longer sentence " * 40,  # longer than one batch member, past the token limit
+        "   ",
+        "The keeper trimmed the wick.",
+    ]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (len(texts), DIM)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.isfinite(vectors).all()
+
+
+@pytest.mark.slow
+def test_embedding_is_deterministic_and_order_preserving(embedder: Embedder) -> None:
+    texts = ["first text about fog horns", "second text on lenses", "third: the keeper's log"]
+    forward = embedder.embed(texts)
+    backward = embedder.embed(list(reversed(texts)))
+    np.testing.assert_allclose(forward, backward[::-1], atol=1e-5)
+    single = embedder.embed(texts[1:2])
+    np.testing.assert_allclose(single[0], forward[1], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_model_loaded_once_per_process(embedder: Embedder) -> None:
+    first = load_model(DEFAULT_MODEL, "cpu")
+    assert load_model(DEFAULT_MODEL, "cpu") is first
+    assert load_model("sentence-transformers/all-MiniLM-L6-v2", "cpu") is first
+    assert embedder.model is first
+    assert Embedder(DEFAULT_MODEL, device="cpu").model is first
+    assert load_model(DEFAULT_MODEL) is load_model(DEFAULT_MODEL)  # default device too
+
+
+@pytest.mark.slow
+def test_empty_input(embedder: Embedder) -> None:
+    vectors = embedder.embed([])
+    assert vectors.shape == (0, DIM)
+    assert vectors.dtype == np.float32
+
+
+@pytest.mark.slow
+def test_paraphrase_is_closer_than_unrelated_sentence(embedder: Embedder) -> None:
+    anchor, paraphrase, unrelated = embedder.embed(
+        [
+            "The lighthouse keeper lit the lamp at dusk.",
+            "At nightfall, the man who tends the lighthouse switched on its light.",
+            "Quarterly revenue rose four percent on strong software sales.",
+        ]
+    )
+    near, far = cosine(anchor, paraphrase), cosine(anchor, unrelated)
+    assert near > far + 0.2, (near, far)
+    assert near == pytest.approx(float(anchor @ paraphrase), abs=1e-5)  # unit rows: dot is cosine
+
+
+@pytest.mark.parametrize("name", [DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"])
+def test_resolve_bundled_model_path(name: str) -> None:
+    path = Path(resolve_model_path(name))
+    assert path.is_dir()
+    assert path.is_absolute()
+    assert any(path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "name", ["sentence-transformers/all-mpnet-base-v2", "/models/my-model", "all-MiniLM-L12-v2"]
+)
+def test_resolve_other_names_pass_through(name: str) -> None:
+    assert resolve_model_path(name) == name
