@@ -47,7 +47,9 @@ def _errors_to_exit_codes() -> Iterator[None]:
 def ingest_options(fn: F) -> F:
     """Options shared by ``ingest`` and (later) ``reingest``/``backfill``."""
     options = [
-        click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML config file."),
+        click.option(
+            "--config", "config_file", type=click.Path(path_type=Path), help="TOML config file."
+        ),
         click.option("--source", help="Folder to read documents from [data/raw]."),
         click.option("--include", multiple=True, help="Glob to include (repeatable; ** recurses)."),
         click.option("--exclude", multiple=True, help="Glob to exclude (repeatable)."),
@@ -90,8 +92,12 @@ class _Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
             self.bar = Progress(
-                "batches", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                console=Console(stderr=True), transient=True,
+                "batches",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
             )
             self.bar.start()
             self.task = self.bar.add_task("ingest", total=total)
@@ -171,7 +177,9 @@ def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
 @click.option("--data-dir", default="data", show_default=True, help="Data folder.")
 @click.option("--collection", default="docflow", show_default=True, help="Collection name.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def query(text: str, k: int, where: tuple[str, ...], data_dir: str, collection: str, as_json: bool) -> None:
+def query(
+    text: str, k: int, where: tuple[str, ...], data_dir: str, collection: str, as_json: bool
+) -> None:
     """Print the chunks most similar to TEXT with their source and score.
 
     Example: docflow query "how do I treat varroa in winter?" -k 3
@@ -182,8 +190,14 @@ def query(text: str, k: int, where: tuple[str, ...], data_dir: str, collection: 
         hits = run_query(text, Path(data_dir), collection, k=k, where=_parse_where(where))
     if as_json:
         rows = [
-            {"rank": i, "score": round(h.score, 4), "source": h.source, "chunk_id": h.chunk_id,
-             "text": h.text, "metadata": h.metadata}
+            {
+                "rank": i,
+                "score": round(h.score, 4),
+                "source": h.source,
+                "chunk_id": h.chunk_id,
+                "text": h.text,
+                "metadata": h.metadata,
+            }
             for i, h in enumerate(hits, start=1)
         ]
         click.echo(json.dumps({"query": text, "results": rows}, ensure_ascii=False))
@@ -211,9 +225,13 @@ def inspect(data_dir: str, collection: str, as_json: bool) -> None:
         return
     click.echo(f"data dir: {info['data_dir']}")
     for name, t in info["tables"].items():
-        click.echo(f"  table {name:<11} {t['rows']:>8} rows  {t['parts']:>4} parts  {t['bytes']:>10} bytes")
+        click.echo(
+            f"  table {name:<11} {t['rows']:>8} rows  {t['parts']:>4} parts  {t['bytes']:>10} bytes"
+        )
     col = info["collection"]
-    click.echo(f"collection {col['name']}: {col['count']} chunks, model {col.get('embedding_model')}")
+    click.echo(
+        f"collection {col['name']}: {col['count']} chunks, model {col.get('embedding_model')}"
+    )
     for run in info["runs"]:
         click.echo(
             f"  run {run['run_id']}: {run['files_seen']} files, {run['chunks_written']} chunks, "

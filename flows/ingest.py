@@ -26,7 +26,8 @@ from tasks.summary import RunSummary, new_run_id
 from tasks.tables import PartRef, write_run
 
 
-@flow(name="ingest", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=False)
+# Prefect's stubs type futures-as-arguments and the thread runner loosely: hence the ignores.
+@flow(name="ingest", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=False)  # type: ignore[arg-type]
 def ingest(params: IngestParams | None = None) -> dict[str, Any]:
     """Ingest the documents under ``params.source`` into the Chroma collection."""
     params = params or IngestParams()
@@ -49,12 +50,19 @@ def ingest(params: IngestParams | None = None) -> dict[str, Any]:
     previous: list[PrefectFuture[Any]] = []
     for batch, files in enumerate(batches):
         loaded = load_task.submit(files, data_dir, summary.run_id, batch)
-        chunks = split_task.submit(loaded, params, summary.run_id, batch)
-        vectors = embed_task.submit(
-            chunks, params.model, params.embed_batch_size, data_dir, summary.run_id, batch,
+        chunks = split_task.submit(  # type: ignore[call-overload]
+            loaded, params, summary.run_id, batch
+        )
+        vectors = embed_task.submit(  # type: ignore[call-overload]
+            chunks,
+            params.model,
+            params.embed_batch_size,
+            data_dir,
+            summary.run_id,
+            batch,
             wait_for=previous[:1],
         )
-        stored = store_task.submit(
+        stored = store_task.submit(  # type: ignore[call-overload]
             chunks, vectors, data_dir, params.collection, params.model, wait_for=previous[1:]
         )
         previous = [vectors, stored]

@@ -1,1 +1,1 @@
-"""docflow stages: discover → load → split → embed → store, each a pure core plus a thin Prefect edge."""
+"""docflow stages: discover, load, split, embed, store; each a pure core plus a Prefect edge."""

@@ -104,6 +104,7 @@ def resolve_params(
 
     Raises:
         ConfigError: With a one-line message naming the first bad field.
+
     """
     env = os.environ if environ is None else environ
     merged: dict[str, Any] = {}

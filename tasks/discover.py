@@ -73,6 +73,7 @@ def iter_matches(
 
     Raises:
         ConfigError: If ``root`` is not a folder.
+
     """
     if not root.is_dir():
         raise ConfigError(f"source folder not found: {root}")
@@ -156,5 +157,7 @@ def discover_task(
     """Find the files to ingest and group them into batches."""
     files = discover(Path(source), include, exclude, include_hidden)
     batches = plan_batches(files, batch_files, batch_bytes)
-    get_run_logger().info("discovered %d files in %d batches under %s", len(files), len(batches), source)
+    get_run_logger().info(
+        "discovered %d files in %d batches under %s", len(files), len(batches), source
+    )
     return batches

@@ -81,6 +81,7 @@ class Embedder:
             model: sentence-transformers model name or path.
             batch_size: Texts per forward pass.
             device: "cpu", "cuda"...; the default picks CUDA when present.
+
         """
         self.model_name = model
         self.batch_size = batch_size

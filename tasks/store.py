@@ -97,6 +97,7 @@ class ChromaStore:
         Raises:
             StoreError: If it exists for another model or dimension, or does not exist and
                 no model is given.
+
         """
         if self._collection is not None:
             return self._collection
@@ -104,7 +105,9 @@ class ChromaStore:
             try:
                 self._collection = self.client.get_collection(self.name, embedding_function=None)
             except Exception as exc:  # noqa: BLE001 - chroma raises several types for "missing"
-                raise StoreError(f"collection {self.name!r} does not exist: run docflow ingest") from exc
+                raise StoreError(
+                    f"collection {self.name!r} does not exist: run docflow ingest"
+                ) from exc
             return self._collection
         col = self.client.get_or_create_collection(
             self.name,
@@ -170,7 +173,9 @@ from tasks.tables import PartRef, read_chunks, read_vectors  # noqa: E402
 
 
 @task(name="store")
-def store_task(chunks: PartRef, embeddings: PartRef, data_dir: str, collection: str, model: str) -> int:
+def store_task(
+    chunks: PartRef, embeddings: PartRef, data_dir: str, collection: str, model: str
+) -> int:
     """Upsert a batch's chunks and vectors into the collection."""
     rows = read_chunks(Path(chunks.path))
     if not rows:

@@ -230,7 +230,9 @@ def read_table(data_dir: Path, table: str, columns: Iterable[str] | None = None)
 def write_run(data_dir: Path, run_id: str, summary: dict[str, Any]) -> Path:
     """Append the one-row ``runs`` record of a finished run."""
     row = {k: (_json(v) if isinstance(v, list | dict) else v) for k, v in summary.items()}
-    return write_atomic(pa.Table.from_pylist([row]), table_dir(data_dir, "runs") / f"{run_id}.parquet")
+    return write_atomic(
+        pa.Table.from_pylist([row]), table_dir(data_dir, "runs") / f"{run_id}.parquet"
+    )
 
 
 @dataclass(frozen=True, slots=True)

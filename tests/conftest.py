@@ -31,7 +31,10 @@ def corpus_files(folder: str, patterns: tuple[str, ...]) -> list[Path]:
     if not root.exists():
         return []
     return sorted(
-        p for pattern in patterns for p in root.rglob(pattern) if "bad" not in p.relative_to(root).parts
+        p
+        for pattern in patterns
+        for p in root.rglob(pattern)
+        if "bad" not in p.relative_to(root).parts
     )
 
 

@@ -41,6 +41,7 @@ def loader_for(file: FileRef) -> Loader:
 
     Raises:
         LoadError: If no loader handles that extension.
+
     """
     try:
         return _REGISTRY[file.extension]

@@ -15,9 +15,15 @@ from tasks.tables import PartRef, documents_table, part_path, write_atomic
 def load_task(files: list[FileRef], data_dir: str, run_id: str, batch: int) -> PartRef:
     """Load a batch of files; failures are rows with a reason, never an exception."""
     rows = load_batch(files)
-    path = write_atomic(documents_table(rows), part_path(Path(data_dir), "documents", run_id, batch))
+    path = write_atomic(
+        documents_table(rows), part_path(Path(data_dir), "documents", run_id, batch)
+    )
     failures = tuple((r.source, r.error or "") for r in rows if r.status == "failed")
     get_run_logger().info(
-        "batch %d: %d files -> %d documents, %d failed", batch, len(files), len(rows) - len(failures), len(failures)
+        "batch %d: %d files -> %d documents, %d failed",
+        batch,
+        len(files),
+        len(rows) - len(failures),
+        len(failures),
     )
     return PartRef("documents", str(path), len(rows) - len(failures), failures)

@@ -71,6 +71,7 @@ class TextSplitter(ABC):
 
         Raises:
             ValueError: If the sizes are inconsistent (same checks as LangChain).
+
         """
         if chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {chunk_size}")

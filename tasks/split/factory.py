@@ -17,6 +17,7 @@ def build_splitter(params: IngestParams) -> TextSplitter:
 
     Raises:
         ConfigError: For a splitter or length unit this build does not have.
+
     """
     if params.length_unit != "chars":
         raise ConfigError(f"unknown length unit {params.length_unit!r}")

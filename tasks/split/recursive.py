@@ -80,6 +80,7 @@ class RecursiveCharacterTextSplitter(TextSplitter):
             length_function: Measures a piece of text (``len`` counts characters).
             add_start_index: Put ``start_index`` in created Documents' metadata.
             strip_whitespace: Strip whitespace from both ends of every chunk.
+
         """
         super().__init__(
             chunk_size=chunk_size,

@@ -16,9 +16,20 @@ from tasks.tables import read_table
 from tests.conftest import REPO
 
 SUMMARY_KEYS = {
-    "run_id", "files_seen", "files_new", "files_changed", "files_unchanged", "files_deleted",
-    "files_failed", "chunks_written", "chunks_embedded", "chunks_from_cache", "chunks_deleted",
-    "collection", "seconds", "failures",
+    "run_id",
+    "files_seen",
+    "files_new",
+    "files_changed",
+    "files_unchanged",
+    "files_deleted",
+    "files_failed",
+    "chunks_written",
+    "chunks_embedded",
+    "chunks_from_cache",
+    "chunks_deleted",
+    "collection",
+    "seconds",
+    "failures",
 }
 
 
@@ -32,7 +43,9 @@ def test_ingest_json_summary_and_query(
     capsys: pytest.CaptureFixture[str], tiny_corpus: Path, tmp_path: Path
 ) -> None:
     data = str(tmp_path / "data")
-    code, out, _ = run_cli(capsys, "ingest", "--source", str(tiny_corpus), "--data-dir", data, "--json")
+    code, out, _ = run_cli(
+        capsys, "ingest", "--source", str(tiny_corpus), "--data-dir", data, "--json"
+    )
     assert code == 0
     summary = json.loads(out)  # exactly one JSON object on stdout
     assert SUMMARY_KEYS <= set(summary)
@@ -41,7 +54,9 @@ def test_ingest_json_summary_and_query(
     assert summary["chunks_written"] == read_table(Path(data), "chunks").num_rows
     assert ChromaStore.open(Path(data), "docflow").count() == summary["chunks_written"]
 
-    code, out, _ = run_cli(capsys, "query", "what sound warns ships in fog?", "-k", "2", "--data-dir", data, "--json")
+    code, out, _ = run_cli(
+        capsys, "query", "what sound warns ships in fog?", "-k", "2", "--data-dir", data, "--json"
+    )
     assert code == 0
     result = json.loads(out)
     assert [r["rank"] for r in result["results"]] == [1, 2]
@@ -53,10 +68,24 @@ def test_ingest_json_summary_and_query(
     assert info["tables"]["chunks"]["rows"] == summary["chunks_written"]
 
 
-def test_include_exclude_and_strict(capsys: pytest.CaptureFixture[str], tiny_corpus: Path, tmp_path: Path) -> None:
+def test_include_exclude_and_strict(
+    capsys: pytest.CaptureFixture[str], tiny_corpus: Path, tmp_path: Path
+) -> None:
     data = str(tmp_path / "data")
-    args = ["ingest", "--source", str(tiny_corpus), "--data-dir", data, "--json",
-            "--include", "**/*.md", "--include", "**/*.csv", "--exclude", "guides/deep/**"]
+    args = [
+        "ingest",
+        "--source",
+        str(tiny_corpus),
+        "--data-dir",
+        data,
+        "--json",
+        "--include",
+        "**/*.md",
+        "--include",
+        "**/*.csv",
+        "--exclude",
+        "guides/deep/**",
+    ]
     code, out, _ = run_cli(capsys, *args)
     summary = json.loads(out)
     assert code == 0  # a failed file is listed, not fatal
@@ -72,7 +101,10 @@ def test_include_exclude_and_strict(capsys: pytest.CaptureFixture[str], tiny_cor
         (["ingest", "--source", "/no/such/folder"], "source folder not found: /no/such/folder"),
         (["ingest", "--chunk-size", "ten"], "Invalid value for '--chunk-size'"),
         (["ingest", "--no-such-flag"], "No such option"),
-        (["ingest", "--chunk-size", "10", "--chunk-overlap", "20"], "chunk_overlap (20) must not exceed"),
+        (
+            ["ingest", "--chunk-size", "10", "--chunk-overlap", "20"],
+            "chunk_overlap (20) must not exceed",
+        ),
         (["query", "x", "-k", "0"], "Invalid value for '-k'"),
         (["bogus"], "No such command"),
     ],
@@ -87,7 +119,9 @@ def test_usage_errors_exit_2_with_one_line(
     assert len(lines) == 1 and lines[0].startswith("docflow: error: ") and message in lines[0]
 
 
-def test_query_without_index_fails_with_exit_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_query_without_index_fails_with_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     code, _, err = run_cli(capsys, "query", "anything", "--data-dir", str(tmp_path / "empty"))
     assert code == 1
     assert "does not exist: run docflow ingest" in err
@@ -99,13 +133,31 @@ def test_console_script_end_to_end(tiny_corpus: Path, tmp_path: Path) -> None:
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     exe = Path(sys.executable).with_name("docflow")
     proc = subprocess.run(
-        [str(exe), "ingest", "--source", str(tiny_corpus), "--data-dir", str(tmp_path / "data"), "--json"],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
+        [
+            str(exe),
+            "ingest",
+            "--source",
+            str(tiny_corpus),
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["files_seen"] == 3
     proc = subprocess.run(
         [sys.executable, "-m", "flows", "query", "lamp beam", "--data-dir", str(tmp_path / "data")],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0 and "intro.md" in proc.stdout.splitlines()[0]

@@ -35,7 +35,9 @@ def test_summary_counts_equal_tables_and_store(markdown_run: tuple[dict[str, Any
     assert summary["files_seen"] == docs.num_rows  # one document per text/markdown file
     statuses = docs.column("status").to_pylist()
     assert summary["files_failed"] == statuses.count("failed") == 1  # the zero-byte README
-    assert summary["failures"] == [{"source": "bad/zero-byte__README.md", "error": "empty file: no text"}]
+    assert summary["failures"] == [
+        {"source": "bad/zero-byte__README.md", "error": "empty file: no text"}
+    ]
     assert summary["documents"] == statuses.count("loaded")
     assert summary["chunks_written"] == summary["chunks_embedded"] == chunks.num_rows
     assert embeddings.num_rows == chunks.num_rows == store.count() > 1000
@@ -47,19 +49,24 @@ def test_tables_are_readable_by_duckdb(markdown_run: tuple[dict[str, Any], Path]
     summary, data_dir = markdown_run
     pattern = str(data_dir / "tables" / "chunks" / "**" / "*.parquet")
     ((n, runs),) = duckdb.sql(
-        f"select count(*), count(distinct run_id) from read_parquet('{pattern}', hive_partitioning=true)"
+        "select count(*), count(distinct run_id) "
+        f"from read_parquet('{pattern}', hive_partitioning=true)"
     ).fetchall()
     assert (n, runs) == (summary["chunks_written"], 1)
 
 
-def test_chunks_are_exact_spans_of_the_loaded_text(markdown_run: tuple[dict[str, Any], Path]) -> None:
+def test_chunks_are_exact_spans_of_the_loaded_text(
+    markdown_run: tuple[dict[str, Any], Path],
+) -> None:
     _, data_dir = markdown_run
     texts = {
         r["doc_id"]: r["text"]
         for r in read_table(data_dir, "documents", ["doc_id", "text", "status"]).to_pylist()
         if r["status"] == "loaded"
     }
-    for c in read_table(data_dir, "chunks", ["doc_id", "start_index", "end_index", "text", "n_chars"]).to_pylist():
+    for c in read_table(
+        data_dir, "chunks", ["doc_id", "start_index", "end_index", "text", "n_chars"]
+    ).to_pylist():
         assert texts[c["doc_id"]][c["start_index"] : c["end_index"]] == c["text"]
         assert c["n_chars"] == len(c["text"]) <= 1024
 
@@ -67,11 +74,19 @@ def test_chunks_are_exact_spans_of_the_loaded_text(markdown_run: tuple[dict[str,
 @pytest.mark.parametrize(
     "question,expected",
     [
-        ("Create an automation that fires when a flow run is stuck in a Running state for too long",
-         "prefect-docs/concepts/automations.md"),
-        ("How do I store a secret in AWS Secrets Manager from a flow?",
-         "prefect-docs/integrations/prefect-aws/secrets_manager.md"),
-        ("What states can a flow run be in, and what does Crashed mean?", "prefect-docs/concepts/states.md"),
+        (
+            "Create an automation that fires when a flow run is stuck in a Running state "
+            "for too long",
+            "prefect-docs/concepts/automations.md",
+        ),
+        (
+            "How do I store a secret in AWS Secrets Manager from a flow?",
+            "prefect-docs/integrations/prefect-aws/secrets_manager.md",
+        ),
+        (
+            "What states can a flow run be in, and what does Crashed mean?",
+            "prefect-docs/concepts/states.md",
+        ),
     ],
 )
 def test_query_returns_the_file_that_answers_first(
@@ -94,9 +109,15 @@ def test_where_filter_restricts_results(markdown_run: tuple[dict[str, Any], Path
 @pytest.mark.parametrize(
     "question,expected",
     [
-        ("How many millilitres of acid solution go between each pair of frames when treating a "
-         "broodless colony in December?", "varroa-mite-control.md"),
-        ("Below what air temperature do the bees huddle together?", "seasons/winter-preparation.md"),
+        (
+            "How many millilitres of acid solution go between each pair of frames when treating a "
+            "broodless colony in December?",
+            "varroa-mite-control.md",
+        ),
+        (
+            "Below what air temperature do the bees huddle together?",
+            "seasons/winter-preparation.md",
+        ),
         ("What colour dot should a queen hatched in 2025 get?", "queen-rearing.md"),
         ("Which avenue trees give the big July nectar flow?", "forage-plants-faq.txt"),
     ],

@@ -239,6 +239,7 @@ def refs(sizes: list[int]) -> list[FileRef]:
         pytest.param([1] * 7, 3, 10**9, [3, 3, 1], id="by-count"),
         pytest.param([1] * 6, 3, 10**9, [3, 3], id="by-count-exact"),
         pytest.param([10, 10, 10, 10], 100, 25, [2, 2], id="by-bytes"),
+        pytest.param([10, 15, 5], 100, 25, [2, 1], id="by-bytes-exact-fill"),
         pytest.param([10, 10, 50, 10], 100, 25, [2, 1, 1], id="big-file-alone"),
         pytest.param([50, 10, 10], 100, 25, [1, 2], id="big-file-first"),
         pytest.param([10, 50, 60, 10], 100, 25, [1, 1, 1, 1], id="two-big-files"),

@@ -1,4 +1,4 @@
-"""RecursiveCharacterTextSplitter: invariants (hypothesis + real corpora) and deliberate deviations."""
+"""RecursiveCharacterTextSplitter: invariants (hypothesis, real corpora) and deviations."""
 
 from __future__ import annotations
 
@@ -63,7 +63,9 @@ def test_invariants_on_generated_text(
 @given(text=TEXTS, chunk_size=st.integers(1, 30))
 def test_cuts_pieces_when_separators_run_out(text: str, chunk_size: int) -> None:
     # no "" separator: LangChain would return oversize pieces whole; we cut them
-    splitter = RecursiveCharacterTextSplitter(separators=["\n\n", " "], chunk_size=chunk_size, chunk_overlap=0)
+    splitter = RecursiveCharacterTextSplitter(
+        separators=["\n\n", " "], chunk_size=chunk_size, chunk_overlap=0
+    )
     assert_invariants(text, splitter)
 
 
@@ -114,7 +116,9 @@ def test_split_documents_accepts_langchain_documents() -> None:
     from langchain_core.documents import Document as LCDocument
 
     splitter = RecursiveCharacterTextSplitter(chunk_size=10, chunk_overlap=0)
-    out = splitter.split_documents([LCDocument(page_content="one two three four", metadata={"k": 1})])
+    out = splitter.split_documents(
+        [LCDocument(page_content="one two three four", metadata={"k": 1})]
+    )
     assert [d.page_content for d in out] == ["one two", "three", "four"]  # as LangChain
     assert all(d.metadata == {"k": 1} for d in out)
 
@@ -142,11 +146,20 @@ def test_rejects_bad_sizes(kwargs: dict[str, int], message: str) -> None:
 
 def test_fingerprint_is_stable_and_setting_sensitive() -> None:
     a = RecursiveCharacterTextSplitter(chunk_size=100, chunk_overlap=10)
-    assert a.fingerprint() == RecursiveCharacterTextSplitter(chunk_size=100, chunk_overlap=10).fingerprint()
-    assert a.fingerprint() != RecursiveCharacterTextSplitter(chunk_size=100, chunk_overlap=11).fingerprint()
-    assert a.fingerprint() != RecursiveCharacterTextSplitter(
-        chunk_size=100, chunk_overlap=10, separators=["\n", ""]
-    ).fingerprint()
+    assert (
+        a.fingerprint()
+        == RecursiveCharacterTextSplitter(chunk_size=100, chunk_overlap=10).fingerprint()
+    )
+    assert (
+        a.fingerprint()
+        != RecursiveCharacterTextSplitter(chunk_size=100, chunk_overlap=11).fingerprint()
+    )
+    assert (
+        a.fingerprint()
+        != RecursiveCharacterTextSplitter(
+            chunk_size=100, chunk_overlap=10, separators=["\n", ""]
+        ).fingerprint()
+    )
 
 
 def test_corpus_list_is_real() -> None:

@@ -30,8 +30,12 @@ PARAMETER_SETS: list[dict[str, Any]] = [
     {"chunk_size": 300, "chunk_overlap": 50, "keep_separator": "end"},
     {"chunk_size": 100, "chunk_overlap": 20, "strip_whitespace": False},
     {"chunk_size": 400, "chunk_overlap": 40, "separators": ["\n\n", "\n", ". ", " ", ""]},
-    {"chunk_size": 500, "chunk_overlap": 60, "separators": [r"\n#{1,6} ", r"\n\n", r"\s", ""],
-     "is_separator_regex": True},
+    {
+        "chunk_size": 500,
+        "chunk_overlap": 60,
+        "separators": [r"\n#{1,6} ", r"\n\n", r"\s", ""],
+        "is_separator_regex": True,
+    },
 ]
 
 
@@ -41,7 +45,9 @@ def lc_start_indices(params: dict[str, Any], text: str) -> list[int]:
 
 
 @pytest.mark.skipif(not CORPUS, reason="../shared/corpora is absent here")
-@pytest.mark.parametrize("params", PARAMETER_SETS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()))
+@pytest.mark.parametrize(
+    "params", PARAMETER_SETS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items())
+)
 def test_same_chunks_as_langchain_on_real_corpora(params: dict[str, Any]) -> None:
     ours, theirs = RecursiveCharacterTextSplitter(**params), LCRecursive(**params)
     for path in CORPUS:
@@ -58,7 +64,9 @@ def test_start_indices_match_langchain_where_its_search_is_unambiguous() -> None
         text = path.read_text(encoding="utf-8", errors="replace")
         mine = [d.metadata["start_index"] for d in ours.create_documents([text])]
         theirs = lc_start_indices(params, text)
-        for ours_start, lc_start, doc in zip(mine, theirs, ours.create_documents([text]), strict=True):
+        for ours_start, lc_start, doc in zip(
+            mine, theirs, ours.create_documents([text]), strict=True
+        ):
             if text.count(doc.page_content) == 1:  # LangChain finds it by search: unique text only
                 assert ours_start == lc_start
                 compared += 1
@@ -75,8 +83,14 @@ def test_start_indices_match_langchain_where_its_search_is_unambiguous() -> None
 def test_same_chunks_as_langchain_on_generated_text(
     text: str, chunk_size: int, overlap_ratio: float, keep: bool | str
 ) -> None:
-    params = {"chunk_size": chunk_size, "chunk_overlap": int(chunk_size * overlap_ratio), "keep_separator": keep}
-    assert RecursiveCharacterTextSplitter(**params).split_text(text) == LCRecursive(**params).split_text(text)
+    params = {
+        "chunk_size": chunk_size,
+        "chunk_overlap": int(chunk_size * overlap_ratio),
+        "keep_separator": keep,
+    }
+    assert RecursiveCharacterTextSplitter(**params).split_text(text) == LCRecursive(
+        **params
+    ).split_text(text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -90,4 +104,6 @@ def test_keep_separator_false_matches_when_no_separator_is_dropped(
 ) -> None:
     text = "".join(w + s for w, s in zip(words, seps, strict=False)).strip()
     params = {"chunk_size": chunk_size, "chunk_overlap": chunk_size // 4, "keep_separator": False}
-    assert RecursiveCharacterTextSplitter(**params).split_text(text) == LCRecursive(**params).split_text(text)
+    assert RecursiveCharacterTextSplitter(**params).split_text(text) == LCRecursive(
+        **params
+    ).split_text(text)
