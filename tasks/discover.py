@@ -69,21 +69,27 @@ def iter_matches(
     exclude: Sequence[str] = (),
     include_hidden: bool = False,
 ) -> Iterator[Path]:
-    """Yield files under ``root`` matching any include and no exclude glob, sorted.
+    """Yield files under ``root`` matching any include and no exclude glob (walk order).
+
+    Symlinked folders are walked only when they resolve inside ``root`` and not to one of
+    their own ancestors (so a link loop ends).
 
     Raises:
         ConfigError: If ``root`` is not a folder.
-
     """
     if not root.is_dir():
         raise ConfigError(f"source folder not found: {root}")
     real_root = root.resolve()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         here = Path(dirpath)
+        parts = here.relative_to(root).parts
+        ancestors = {(root.joinpath(*parts[:i])).resolve() for i in range(len(parts))}
+        if not _inside(real_root, here) or here.resolve() in ancestors:
+            dirnames[:] = []
+            continue
         if not include_hidden:
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        # a symlinked folder inside the root is walked only if it resolves inside the root
-        dirnames[:] = sorted(d for d in dirnames if _inside(real_root, here / d))
+        dirnames.sort()
         for name in sorted(filenames):
             path = here / name
             rel = path.relative_to(root).as_posix()
@@ -106,13 +112,16 @@ def discover(
     exclude: Sequence[str] = (),
     include_hidden: bool = False,
 ) -> list[FileRef]:
-    """Return the matching files with size, mtime and sha256, in sorted order."""
+    """Return the matching files with size, mtime and sha256, sorted by source path."""
     files = []
-    for path in iter_matches(root, include, exclude, include_hidden):
+    for path in sorted(
+        iter_matches(root, include, exclude, include_hidden),
+        key=lambda p: p.relative_to(root).as_posix(),
+    ):
         stat = path.stat()
         files.append(
             FileRef(
-                path=str(path.resolve()),
+                path=os.path.abspath(path),  # through a link: keep the link's name
                 source=path.relative_to(root).as_posix(),
                 size=stat.st_size,
                 mtime=stat.st_mtime,

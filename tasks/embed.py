@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -71,6 +71,28 @@ def load_model(name: str, device: str | None = None) -> SentenceTransformer:
         return model
 
 
+class Encoder(Protocol):
+    """The part of a sentence-transformers model the Embedder uses."""
+
+    def encode(self, *args: Any, **kwargs: Any) -> Any:
+        """Return one vector per input text."""
+        ...
+
+    def get_embedding_dimension(self) -> int | None:
+        """Return the vector dimension."""
+        ...
+
+
+#: Named encoders that are not sentence-transformers models (e.g. a fast fake in tests whose
+#: subject is not embedding). Looked up before sentence-transformers.
+CUSTOM_ENCODERS: dict[str, Callable[[], Encoder]] = {}
+
+
+def register_encoder(name: str, factory: Callable[[], Encoder]) -> None:
+    """Make ``model=name`` use the encoder ``factory()`` returns instead of a real model."""
+    CUSTOM_ENCODERS[name] = factory
+
+
 class Embedder:
     """Turn texts into unit-length float32 vectors with one sentence-transformers model."""
 
@@ -88,8 +110,10 @@ class Embedder:
         self.device = device
 
     @property
-    def model(self) -> SentenceTransformer:
+    def model(self) -> Encoder:
         """Return the loaded model (shared by every Embedder of the process)."""
+        if self.model_name in CUSTOM_ENCODERS:
+            return CUSTOM_ENCODERS[self.model_name]()
         return load_model(self.model_name, self.device)
 
     @property

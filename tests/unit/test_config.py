@@ -216,11 +216,6 @@ def test_invalid_toml_raises_config_error(tmp_path: Path, text: str) -> None:
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: config.py _from_file catches only FileNotFoundError and TOMLDecodeError; "
-    "a non-UTF-8 config file raises UnicodeDecodeError (CLI exit 1, not 2)",
-)
 def test_non_utf8_config_file_raises_config_error(tmp_path: Path) -> None:
     path = tmp_path / "latin1.toml"
     path.write_bytes("source = 'café'\n".encode("latin-1"))
@@ -228,11 +223,6 @@ def test_non_utf8_config_file_raises_config_error(tmp_path: Path) -> None:
         resolve_params(path, environ={})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: config.py _from_file catches only FileNotFoundError and TOMLDecodeError; "
-    "a folder given as config file raises IsADirectoryError (CLI exit 1, not 2)",
-)
 def test_config_path_that_is_a_folder_raises_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         resolve_params(tmp_path, environ={})

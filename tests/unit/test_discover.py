@@ -128,11 +128,6 @@ def linked_root(tmp_path: Path) -> Path:
             "dir_in/inner.md",
             True,
             id="folder-inside",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: discover.py iter_matches walks with os.walk(followlinks=False), "
-                "which never descends into a symlinked folder, even one inside the root",
-            ),
         ),
         pytest.param("dir_out/far.md", False, id="folder-outside"),
     ],
@@ -180,11 +175,6 @@ def test_order_is_stable_and_independent_of_creation_order(tmp_path: Path) -> No
     assert first == sources(tmp_path / "two", ["**/*.md"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: discover.py promises sorted files but returns os.walk order (a folder's "
-    "own files before its subfolders), e.g. c.md before a/a.md",
-)
 def test_order_is_sorted_by_source(tmp_path: Path) -> None:
     _tree(tmp_path, NAMES)
     found = sources(tmp_path, ["**/*.md"])

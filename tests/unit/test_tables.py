@@ -221,11 +221,6 @@ def test_failed_write_keeps_the_old_part(data_dir: Path) -> None:
     assert read_table(data_dir, "chunks").num_rows == 3  # readers never see the temp file
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: tables.py write_atomic does not remove its hidden temp file when "
-    "pq.write_table raises (no try/except around the write)",
-)
 def test_failed_write_leaves_no_temp_file(data_dir: Path) -> None:
     path = part_path(data_dir, "chunks", RUN_A, 0)
     with pytest.raises(pa.ArrowNotImplementedError):
