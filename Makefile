@@ -38,6 +38,7 @@ lint: install
 	$(BIN)/mypy
 
 bench: install
+	$(PIP) install -c $(CONSTRAINTS) -e ".[test,bench]"
 	$(BIN)/python -m tests.benchmarks
 
 clean-data:

@@ -44,8 +44,30 @@ def _errors_to_exit_codes() -> Iterator[None]:
         raise _fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED) from exc
 
 
+def store_options(fn: F) -> F:
+    """Options that point at a Chroma server instead of the embedded store."""
+    options = [
+        click.option(
+            "--chroma-host",
+            envvar="DOCFLOW_CHROMA_HOST",
+            help="Chroma server host [embedded store in DATA_DIR/chroma; env DOCFLOW_CHROMA_HOST].",
+        ),
+        click.option(
+            "--chroma-port",
+            envvar="DOCFLOW_CHROMA_PORT",
+            type=click.IntRange(1, 65535),
+            default=8000,
+            show_default=True,
+            help="Chroma server port.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 def ingest_options(fn: F) -> F:
-    """Options shared by ``ingest`` and (later) ``reingest``/``backfill``."""
+    """Options shared by ``ingest``, ``reingest`` and ``backfill``."""
     options = [
         click.option(
             "--config", "config_file", type=click.Path(path_type=Path), help="TOML config file."
@@ -61,7 +83,44 @@ def ingest_options(fn: F) -> F:
         click.option("--chunk-overlap", type=int, help="Overlap between chunks [100]."),
         click.option("--length-unit", help="Unit of the sizes [chars]."),
         click.option("--model", help="Embedding model name or path [all-MiniLM-L6-v2]."),
+        click.option(
+            "--max-file-size",
+            type=click.IntRange(min=1),
+            help="Files larger than this many bytes fail unread [100000000].",
+        ),
+        click.option(
+            "--sample-size",
+            type=click.IntRange(min=1),
+            help="Only the first N files (sorted): a quick trial run that deletes nothing.",
+        ),
+        click.option(
+            "--pdf-mode",
+            type=click.Choice(["page", "file"]),
+            help="PDF: one document per page or per file [page].",
+        ),
         click.option("--strict", is_flag=True, default=None, help="Exit 3 if any file failed."),
+        click.option(
+            "--full-refresh",
+            is_flag=True,
+            default=None,
+            help="Reprocess every file, changed or not.",
+        ),
+        click.option(
+            "--source-template",
+            help="Date-partitioned source folder, e.g. 'landing/{date:%Y-%m-%d}/' "
+            "(replaces --source).",
+        ),
+        click.option(
+            "--partition-date",
+            help="With --source-template: the partition (YYYY-MM-DD) [the scheduled date].",
+        ),
+        click.option("--chroma-host", help="Chroma server host [embedded store]."),
+        click.option("--chroma-port", type=int, help="Chroma server port [8000]."),
+        click.option(
+            "--dask-address",
+            help="Run tasks on the Dask cluster at this scheduler address "
+            "[threads; env DOCFLOW_DASK_ADDRESS].",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout."),
     ]
     for option in reversed(options):
@@ -74,7 +133,13 @@ def _params(config_file: Path | None, overrides: dict[str, Any]) -> Any:
 
     lists = {k: list(v) or None for k, v in overrides.items() if isinstance(v, tuple)}
     params = resolve_params(config_file, {**overrides, **lists})
-    if not Path(params.source).is_dir():
+    if params.source_template:
+        from tasks.partitions import split_template
+
+        root = split_template(params.source_template)[0]
+        if not Path(root).is_dir():
+            raise ConfigError(f"source folder not found: {root} (of {params.source_template})")
+    elif not Path(params.source).is_dir():
         raise ConfigError(f"source folder not found: {params.source}")
     return params
 
@@ -123,24 +188,27 @@ def cli() -> None:
     """docflow: turn document folders into a Chroma retrieval index, with Prefect."""
 
 
-@cli.command()
-@ingest_options
-def ingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
-    """Ingest documents into the collection and print the run summary.
-
-    Example: docflow ingest --source data/raw --include '**/*.md' --json
-    """
-    from flows import progress
+def _run_flow(
+    flow_name: str, config_file: Path | None, as_json: bool, overrides: dict[str, Any]
+) -> None:
+    """Run the ingest or reingest flow with a progress bar, print the summary, set the exit code."""
+    from flows import progress, runtime
 
     with _errors_to_exit_codes():
+        address = overrides.pop("dask_address", None)
         params = _params(config_file, overrides)
-        from flows.ingest import ingest as ingest_flow
+        if flow_name == "reingest":
+            from flows.rebuild import reingest as run
+        else:
+            from flows.ingest import ingest as run
+        if address:
+            run = run.with_options(task_runner=runtime.task_runner(address))
 
         bar = _Progress()
         listener = bar if sys.stderr.isatty() else (lambda done, total: None)
         try:
-            with progress.listen(listener):
-                summary = ingest_flow(params)
+            with progress.listen(listener), runtime.api_for_workers(address):
+                summary = run(params)
         finally:
             bar.close()
     if as_json:
@@ -149,6 +217,112 @@ def ingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
         _print_summary(summary)
     if params.strict and summary["files_failed"]:
         raise click.exceptions.Exit(EXIT_STRICT)
+
+
+@cli.command()
+@ingest_options
+def ingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
+    """Bring the collection up to date with the source folder and print the run summary.
+
+    Incremental: unchanged files are skipped, changed files re-split (their stale chunks
+    deleted), deleted files removed from the index.
+
+    Example: docflow ingest --source data/raw --include '**/*.md' --json
+    """
+    _run_flow("ingest", config_file, as_json, overrides)
+
+
+@cli.command()
+@ingest_options
+def reingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
+    """Rebuild the collection from scratch without downtime (new version, then switch).
+
+    Queries keep answering from the current version until the new one is complete; the
+    embedding cache makes unchanged text free.
+
+    Example: docflow reingest --model all-MiniLM-L6-v2
+    """
+    _run_flow("reingest", config_file, as_json, overrides)
+
+
+@cli.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--drop-cache", is_flag=True, help="Also delete the embedding cache.")
+@click.option("--data-dir", default="data", show_default=True, help="Data folder.")
+@click.option("--collection", default="docflow", show_default=True, help="Collection name.")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def clear(
+    yes: bool,
+    drop_cache: bool,
+    data_dir: str,
+    collection: str,
+    chroma_host: str | None,
+    chroma_port: int,
+    as_json: bool,
+) -> None:
+    """Drop the collection, its tables and manifest (the embedding cache stays unless asked).
+
+    Example: docflow clear --yes
+    """
+    if not yes:
+        if not sys.stdin.isatty():
+            raise _fail("clear needs --yes when there is no terminal to confirm on", EXIT_USAGE)
+        what = "and the embedding cache " if drop_cache else ""
+        click.confirm(
+            f"Drop collection {collection!r}, its tables and manifest {what}under {data_dir}?",
+            abort=True,
+            err=True,
+        )
+    from flows.rebuild import clear_flow
+    from tasks.config import ClearParams
+
+    with _errors_to_exit_codes():
+        result = clear_flow(
+            ClearParams(
+                data_dir=data_dir,
+                collection=collection,
+                drop_cache=drop_cache,
+                chroma_host=chroma_host,
+                chroma_port=chroma_port,
+            )
+        )
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(
+            f"dropped {result['collections'] or 'no collections'}; {result['runs']} runs' tables"
+        )
+
+
+@cli.command()
+@click.option("--data-dir", default="data", show_default=True, help="Data folder.")
+@click.option("--collection", default="docflow", show_default=True, help="Collection name.")
+@store_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def restore(
+    data_dir: str, collection: str, chroma_host: str | None, chroma_port: int, as_json: bool
+) -> None:
+    """Rebuild the Chroma collection from the Parquet tables alone, with no embedding.
+
+    Example: docflow restore --data-dir data
+    """
+    from flows.rebuild import restore_flow
+    from tasks.config import CollectionParams
+
+    with _errors_to_exit_codes():
+        result = restore_flow(
+            CollectionParams(
+                data_dir=data_dir,
+                collection=collection,
+                chroma_host=chroma_host,
+                chroma_port=chroma_port,
+            )
+        )
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(f"restored {result['chunks']} chunks into {result['physical']}")
 
 
 def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
@@ -176,9 +350,17 @@ def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
 @click.option("--where", multiple=True, help="Metadata filter KEY=VALUE (repeatable).")
 @click.option("--data-dir", default="data", show_default=True, help="Data folder.")
 @click.option("--collection", default="docflow", show_default=True, help="Collection name.")
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def query(
-    text: str, k: int, where: tuple[str, ...], data_dir: str, collection: str, as_json: bool
+    text: str,
+    k: int,
+    where: tuple[str, ...],
+    data_dir: str,
+    collection: str,
+    chroma_host: str | None,
+    chroma_port: int,
+    as_json: bool,
 ) -> None:
     """Print the chunks most similar to TEXT with their source and score.
 
@@ -187,7 +369,15 @@ def query(
     from flows.query import query as run_query
 
     with _errors_to_exit_codes():
-        hits = run_query(text, Path(data_dir), collection, k=k, where=_parse_where(where))
+        hits = run_query(
+            text,
+            Path(data_dir),
+            collection,
+            k=k,
+            where=_parse_where(where),
+            host=chroma_host,
+            port=chroma_port,
+        )
     if as_json:
         rows = [
             {
@@ -210,8 +400,11 @@ def query(
 @cli.command()
 @click.option("--data-dir", default="data", show_default=True, help="Data folder.")
 @click.option("--collection", default="docflow", show_default=True, help="Collection name.")
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def inspect(data_dir: str, collection: str, as_json: bool) -> None:
+def inspect(
+    data_dir: str, collection: str, chroma_host: str | None, chroma_port: int, as_json: bool
+) -> None:
     """Show tables (rows, parts, bytes), the collection and the last runs.
 
     Example: docflow inspect --json
@@ -219,7 +412,7 @@ def inspect(data_dir: str, collection: str, as_json: bool) -> None:
     from flows.inspect import inspect_data
 
     with _errors_to_exit_codes():
-        info = inspect_data(Path(data_dir), collection)
+        info = inspect_data(Path(data_dir), collection, host=chroma_host, port=chroma_port)
     if as_json:
         click.echo(json.dumps(info, ensure_ascii=False, default=str))
         return
@@ -237,6 +430,170 @@ def inspect(data_dir: str, collection: str, as_json: bool) -> None:
             f"  run {run['run_id']}: {run['files_seen']} files, {run['chunks_written']} chunks, "
             f"{run['files_failed']} failed, {run['seconds']} s"
         )
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--splitter",
+    help="Splitting strategy [auto]: auto, recursive, character, token, markdown, html, code.",
+)
+@click.option("--chunk-size", type=int, help="Maximum chunk size in the length unit [1024].")
+@click.option("--chunk-overlap", type=int, help="Overlap between chunks [100].")
+@click.option("--length-unit", help="Unit of the sizes [chars]: chars, tokens, model_tokens.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def split(
+    file: Path,
+    splitter: str | None,
+    chunk_size: int | None,
+    chunk_overlap: int | None,
+    length_unit: str | None,
+    as_json: bool,
+) -> None:
+    """Show how FILE is split: every chunk with its span, size and header path.
+
+    Example: docflow split data/raw/queen-rearing.md --length-unit tokens --chunk-size 256
+    """
+    from tasks.config import resolve_params
+    from tasks.split.factory import split_file
+
+    overrides = {
+        "splitter": splitter,
+        "chunk_size": chunk_size,
+        "chunk_overlap": chunk_overlap,
+        "length_unit": length_unit,
+    }
+    with _errors_to_exit_codes():
+        params = resolve_params(None, overrides)
+        rows, chunks = split_file(file, params)
+    docs = {r.document.doc_id: i for i, r in enumerate(rows) if r.document is not None}
+    records = [
+        {
+            "document": docs[c.doc_id],
+            "chunk_index": c.chunk_index,
+            "start_index": c.start_index,
+            "end_index": c.end_index,
+            "n_chars": c.n_chars,
+            "n_tokens": c.n_tokens,
+            "headers": [h.to_dict() for h in c.headers],
+            "chunk_id": c.chunk_id,
+            "text": c.text,
+        }
+        for c in chunks
+    ]
+    if as_json:
+        settings = {k: getattr(params, k) for k in overrides}
+        payload = {"file": str(file), **settings, "documents": len(rows), "chunks": records}
+        click.echo(json.dumps(payload, ensure_ascii=False))
+        return
+    click.echo(
+        f"{file}: {len(rows)} document(s), {len(chunks)} chunks "
+        f"({params.splitter}, {params.chunk_size}/{params.chunk_overlap} {params.length_unit})"
+    )
+    for c in chunks:
+        path = " > ".join(f"h{h.level} {h.text}" for h in c.headers) or "-"
+        tokens = f", {c.n_tokens} tokens" if c.n_tokens is not None else ""
+        click.echo(
+            f"\n--- doc {docs[c.doc_id]} chunk {c.chunk_index} "
+            f"[{c.start_index}:{c.end_index}] {c.n_chars} chars{tokens} | {path}"
+        )
+        click.echo(c.text)
+
+
+@cli.command()
+@click.option(
+    "--start", required=True, type=click.DateTime(["%Y-%m-%d"]), help="First partition date."
+)
+@click.option(
+    "--end", required=True, type=click.DateTime(["%Y-%m-%d"]), help="Last date (included)."
+)
+@click.option(
+    "--max-parallel",
+    type=click.IntRange(1, 32),
+    default=2,
+    show_default=True,
+    help="Partition runs in flight at once.",
+)
+@ingest_options
+def backfill(
+    start: Any,
+    end: Any,
+    max_parallel: int,
+    config_file: Path | None,
+    as_json: bool,
+    **overrides: Any,
+) -> None:
+    """Ingest every date partition from --start to --end, one subflow run per partition.
+
+    Needs --source-template (or source_template in the config file). Partitions already
+    in the index are skipped as unchanged, so a backfill can be re-run safely.
+
+    Example: docflow backfill --source-template 'in/{date:%F}' --start 2024-01-01 --end 2024-01-03
+    """
+    from flows import runtime
+
+    with _errors_to_exit_codes():
+        address = overrides.pop("dask_address", None)
+        params = _params(config_file, overrides)
+        if not params.source_template:
+            raise ConfigError("backfill needs --source-template, e.g. 'landing/{date:%Y-%m-%d}/'")
+        from flows.backfill import backfill as run
+        from tasks.config import BackfillParams
+
+        spec = BackfillParams(
+            start=start.date(), end=end.date(), max_parallel=max_parallel, ingest=params
+        )
+        with runtime.dask_env(address), runtime.api_for_workers(address):
+            result = run(spec)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False))
+    else:
+        for row in result["partitions"]:
+            click.echo(
+                f"{row['date']}  {row['status']}  {row['files_seen']} files, "
+                f"{row['files_new'] + row['files_changed']} new or changed, "
+                f"{row['chunks_written']} chunks written"
+            )
+    if params.strict and any(r["files_failed"] for r in result["partitions"]):
+        raise click.exceptions.Exit(EXIT_STRICT)
+
+
+@cli.command()
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Checkout the worker runs the flows from [this checkout].",
+)
+def deploy(project_dir: Path | None) -> None:
+    """Register the deployments of deployments/prefect.yaml with the Prefect server.
+
+    Creates the process work pool if missing. Needs PREFECT_API_URL; then start a worker
+    with: prefect worker start --pool docflow
+
+    Example: PREFECT_API_URL=http://127.0.0.1:4200/api docflow deploy
+    """
+    from deployments import PROJECT_DIR
+    from deployments.deploy import deploy as run
+
+    with _errors_to_exit_codes():
+        names = run(project_dir or PROJECT_DIR)
+    for name in names:
+        click.echo(name)
+
+
+@cli.command()
+@click.option("--limit", type=click.IntRange(min=1), help="Most flow runs at once [no limit].")
+def serve(limit: int | None) -> None:
+    """Serve the same deployments from this process, without a work pool or worker.
+
+    Runs until interrupted; trigger runs from the UI or with prefect deployment run.
+
+    Example: PREFECT_API_URL=http://127.0.0.1:4200/api docflow serve --limit 2
+    """
+    from deployments.serve import main as run
+
+    with _errors_to_exit_codes():
+        run(limit)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,82 +1,148 @@
-"""The ingest flow: discover → load → split → embed → store, one task per stage per batch.
+"""The ingest flow: plan → (load → split → embed → store) per batch → delete removed files.
 
 Tasks hand each other table-part references, not rows, so the same flow runs on a
 distributed task runner. Loading and splitting of later batches run while an earlier
 batch embeds; embedding and storing keep batch order (each waits for the previous batch).
+Store writes run in the flow's own process, whatever the runner: an embedded Chroma store
+must have a single writing process (another process's writes go missing from its index).
+Only one run writes a collection at a time (a lock on the data dir, and a Prefect
+concurrency slot when it writes a Chroma server; see flows/guard.py). Every run publishes
+artifacts.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import time
+from pathlib import Path
 from typing import Any
 
 from prefect import flow
 from prefect.futures import PrefectFuture
-from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows import progress
+from flows import artifacts, progress, runtime
+from flows.guard import collection_guard
 from tasks.config import IngestParams
-from tasks.discover import discover_task
-from tasks.embed import embed_task, model_dimension_task
+from tasks.discover import plan_task
+from tasks.embed import embed_task
 from tasks.load import default_includes
 from tasks.load.task import load_task
+from tasks.manifest import Manifest
+from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
-from tasks.store import open_store_task, store_task
-from tasks.summary import RunSummary, new_run_id
+from tasks.stats import chunk_sizes_task
+from tasks.store import open_store_task, record_fingerprint_task
+from tasks.sync import delete_task, store_task
 from tasks.tables import PartRef, write_run
 
+Stage = tuple[PrefectFuture[PartRef], PrefectFuture[PartRef], PrefectFuture[PartRef]]
 
-# Prefect's stubs type futures-as-arguments and the thread runner loosely: hence the ignores.
-@flow(name="ingest", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=False)  # type: ignore[arg-type]
-def ingest(params: IngestParams | None = None) -> dict[str, Any]:
-    """Ingest the documents under ``params.source`` into the Chroma collection."""
-    params = params or IngestParams()
+
+def make_context(params: IngestParams, run_id: str, physical: str) -> RunContext:
+    """Return the context every task of this run receives."""
+    return RunContext(
+        run_id=run_id,
+        data_dir=str(params.data_path),
+        collection=params.collection,
+        physical=physical,
+        root=str(Path(params.source).resolve()),
+        fingerprint=params.content_fingerprint(),
+        model=params.model,
+        chroma_host=params.chroma_host,
+        chroma_port=params.chroma_port,
+    )
+
+
+def run_ingest(params: IngestParams, ctx: RunContext, mode: str, full_refresh: bool) -> RunSummary:
+    """Run the stages of one ingest into ``ctx.physical`` (call inside a flow, lock held)."""
     started = time.perf_counter()
-    summary = RunSummary(run_id=new_run_id(), collection=params.collection)
-    data_dir = str(params.data_path)
+    summary = RunSummary(
+        run_id=ctx.run_id,
+        collection=params.collection,
+        mode=mode,
+        physical=ctx.physical,
+        started_at=dt.datetime.now(dt.UTC).isoformat(),
+    )
+    write_run(params.data_path, ctx.run_id, summary.to_dict())
+    try:
+        _stages(params, ctx, summary, full_refresh)
+    except BaseException:
+        summary.status = "failed"
+        summary.seconds = round(time.perf_counter() - started, 3)
+        write_run(params.data_path, ctx.run_id, summary.to_dict())
+        raise
+    summary.status = "completed"
+    summary.seconds = round(time.perf_counter() - started, 3)
+    write_run(params.data_path, ctx.run_id, summary.to_dict())
+    return summary
 
-    dimension = model_dimension_task(params.model)
-    open_store_task(data_dir, params.collection, params.model, dimension)
-    batches = discover_task(
+
+def _stages(params: IngestParams, ctx: RunContext, summary: RunSummary, full_refresh: bool) -> None:
+    open_store_task(ctx.data_dir, ctx.physical, ctx.model, ctx.chroma_host, ctx.chroma_port)
+    plan = plan_task(
         params.source,
         params.include or default_includes(),
         params.exclude,
         params.include_hidden,
         params.batch_files,
         params.batch_bytes,
+        ctx.data_dir,
+        ctx.physical,
+        ctx.fingerprint,
+        full_refresh,
+        params.sample_size,
     )
+    summary.files_seen, summary.files_new = plan.files_seen, plan.new
+    summary.files_changed, summary.files_unchanged = plan.changed, plan.unchanged
+    summary.files_deleted = len(plan.deleted)
 
-    stages: list[tuple[PrefectFuture[PartRef], PrefectFuture[PartRef], PrefectFuture[int]]] = []
+    stages: list[Stage] = []
     previous: list[PrefectFuture[Any]] = []
-    for batch, files in enumerate(batches):
-        loaded = load_task.submit(files, data_dir, summary.run_id, batch)
-        chunks = split_task.submit(  # type: ignore[call-overload]
-            loaded, params, summary.run_id, batch
-        )
+    for batch, files in enumerate(plan.batches):
+        loaded = load_task.submit(files, ctx.data_dir, ctx.run_id, batch, params.loaders)
+        chunks = split_task.submit(loaded, params, ctx.run_id, batch)  # type: ignore[call-overload]
         vectors = embed_task.submit(  # type: ignore[call-overload]
-            chunks,
-            params.model,
-            params.embed_batch_size,
-            data_dir,
-            summary.run_id,
-            batch,
-            wait_for=previous[:1],
+            ctx, chunks, params.embed_batch_size, batch, wait_for=previous
         )
-        stored = store_task.submit(  # type: ignore[call-overload]
-            chunks, vectors, data_dir, params.collection, params.model, wait_for=previous[1:]
-        )
-        previous = [vectors, stored]
-        stages.append((loaded, vectors, stored))
+        previous = [vectors]
+        stages.append((loaded, chunks, vectors))
 
-    summary.files_seen = sum(len(files) for files in batches)
-    for done, (loaded, vectors, stored) in enumerate(stages, start=1):
-        docs = loaded.result()
+    for done, (loaded, chunks, vectors) in enumerate(stages, start=1):
+        synced = store_task(ctx, loaded, chunks, vectors)  # type: ignore[call-overload]
+        docs, embedded = loaded.result(), vectors.result()
         summary.add_failures(docs.failures)
         summary.documents += docs.rows
-        summary.chunks_embedded += vectors.result().rows
-        summary.chunks_written += stored.result()
+        summary.chunks_embedded += embedded.rows - embedded.cached
+        summary.chunks_from_cache += embedded.cached
+        summary.chunks_written += synced.written
+        summary.chunks_deleted += synced.deleted
         progress.report(done, len(stages))
-    summary.files_new = summary.files_seen - summary.files_failed
-    summary.seconds = round(time.perf_counter() - started, 3)
-    write_run(params.data_path, summary.run_id, summary.to_dict())
+    if plan.deleted:
+        summary.chunks_deleted += delete_task(ctx, plan.deleted).deleted
+    record_fingerprint_task(
+        ctx.data_dir, ctx.physical, ctx.fingerprint, ctx.chroma_host, ctx.chroma_port
+    )
+
+
+# Prefect's stubs type futures-as-arguments and task runners loosely: hence the ignores.
+@flow(name="ingest", task_runner=runtime.task_runner(), log_prints=False)
+def ingest(params: IngestParams | None = None) -> dict[str, Any]:
+    """Bring the collection up to date with the documents under ``params.source``.
+
+    Incremental: unchanged files are skipped, changed files re-split and their stale chunks
+    deleted, deleted files removed. ``full_refresh`` reprocesses every file. With a
+    ``source_template``, the run ingests one date partition (see tasks/partitions.py).
+    """
+    params = runtime.for_this_run(params or IngestParams())
+    guard = collection_guard(
+        params.data_path, params.collection, params.lock_timeout, params.chroma_host
+    )
+    with guard:
+        with Manifest.open(params.data_path) as manifest:
+            physical = manifest.physical(params.collection)
+        ctx = make_context(params, new_run_id(), physical)
+        mode = "full-refresh" if params.full_refresh else "incremental"
+        with artifacts.track_progress(params.collection):
+            summary = run_ingest(params, ctx, mode, params.full_refresh)
+    artifacts.publish_run(summary.to_dict(), chunk_sizes_task(ctx.data_dir, ctx.run_id))
     return summary.to_dict()

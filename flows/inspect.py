@@ -6,13 +6,20 @@ from pathlib import Path
 from typing import Any
 
 from tasks.errors import StoreError
+from tasks.manifest import serving_collection
 from tasks.store import ChromaStore
 from tasks.tables import read_table, table_dir
 
 TABLES = ("documents", "chunks", "embeddings", "runs")
 
 
-def inspect_data(data_dir: Path, collection: str, last_runs: int = 5) -> dict[str, Any]:
+def inspect_data(
+    data_dir: Path,
+    collection: str,
+    last_runs: int = 5,
+    host: str | None = None,
+    port: int = 8000,
+) -> dict[str, Any]:
     """Return counts and sizes of every table, the collection count and the last runs."""
     tables = {}
     for name in TABLES:
@@ -24,9 +31,14 @@ def inspect_data(data_dir: Path, collection: str, last_runs: int = 5) -> dict[st
             "bytes": sum(p.stat().st_size for p in parts),
         }
     try:
-        store = ChromaStore.open(data_dir, collection)
-        col = store.collection()
-        info: dict[str, Any] = {"name": collection, "count": col.count(), **(col.metadata or {})}
+        physical = serving_collection(data_dir, collection)
+        col = ChromaStore.open(data_dir, physical, host, port).collection()
+        info: dict[str, Any] = {
+            "name": collection,
+            "physical": physical,
+            "count": col.count(),
+            **(col.metadata or {}),
+        }
     except StoreError:
         info = {"name": collection, "count": 0, "missing": True}
     runs = read_table(data_dir, "runs")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tasks.embed import Embedder
 from tasks.errors import StoreError
+from tasks.manifest import serving_collection
 from tasks.store import ChromaStore, Hit, Scalar
 
 
@@ -19,9 +20,11 @@ def query(
     collection: str,
     k: int = 5,
     where: Mapping[str, Scalar] | None = None,
+    host: str | None = None,
+    port: int = 8000,
 ) -> list[Hit]:
-    """Return the ``k`` chunks nearest to ``text``, best first."""
-    store = ChromaStore.open(data_dir, collection)
+    """Return the ``k`` chunks nearest to ``text``, best first (from a server if ``host``)."""
+    store = ChromaStore.open(data_dir, serving_collection(data_dir, collection), host, port)
     model = (store.collection().metadata or {}).get("embedding_model")
     if not model:
         raise StoreError(f"collection {collection!r} records no embedding model")

@@ -6,20 +6,101 @@ field descriptions become the form the Prefect UI renders for a run.
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+import json
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tasks.errors import ConfigError
 
 ENV_PREFIX = "DOCFLOW_"
 
-SplitterName = Literal["recursive"]
-LengthUnit = Literal["chars"]
+PdfMode = Literal["page", "file"]
+
+
+class LoaderOptions(BaseModel):
+    """How files are read: per-format choices, and the size and time guards of every file.
+
+    Any of these may also be given at the top level of the ingest parameters (a flag, a
+    ``DOCFLOW_*`` variable or a config-file key such as ``pdf_mode``); it lands here.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    pdf_mode: PdfMode = Field(
+        "page", description="PDF: one document per page ('page') or per file ('file')."
+    )
+    csv_content_columns: list[str] = Field(
+        default_factory=list,
+        description="CSV: columns that make a row's text; empty means every column not "
+        "listed in csv_metadata_columns.",
+    )
+    csv_metadata_columns: list[str] = Field(
+        default_factory=list, description="CSV: columns copied into each row's metadata."
+    )
+    csv_header: bool = Field(
+        True,
+        description="CSV: the first row names the columns; if false, they are column_1...",
+    )
+    csv_delimiter: str | None = Field(
+        None, min_length=1, max_length=1, description="CSV: field delimiter; empty sniffs it."
+    )
+    json_records_path: str | None = Field(
+        None,
+        description="JSON: dotted path to the list of records in a .json file (e.g. "
+        "'data.items'); empty means the top-level list, or the whole document as one record.",
+    )
+    json_content_field: str | None = Field(
+        None,
+        description="JSON/JSONL: dotted path of the text field in each record; empty means "
+        "the whole record.",
+    )
+    json_metadata_fields: list[str] = Field(
+        default_factory=list, description="JSON/JSONL: dotted paths copied into metadata."
+    )
+    encoding: str | None = Field(
+        None, description="Text encoding of every text file; empty detects it per file."
+    )
+    max_file_size: int = Field(
+        100_000_000, gt=0, description="Files larger than this many bytes fail, unread."
+    )
+    timeout_s: float = Field(
+        120.0, gt=0, description="Seconds one file may take to load before it fails."
+    )
+    workers: int = Field(
+        1,
+        ge=0,
+        description="Worker processes that load a batch (time and memory guarded); "
+        "0 loads in the calling process, without the time guard.",
+    )
+    memory_limit_mb: int | None = Field(
+        2048, ge=64, description="Address space (MB) a load worker may add; empty: no limit."
+    )
+
+
+#: LoaderOptions fields that do not change what a file's documents are.
+RUN_ONLY_LOADER_FIELDS: tuple[str, ...] = (
+    "max_file_size",
+    "timeout_s",
+    "workers",
+    "memory_limit_mb",
+)
+
+SplitterName = Literal["auto", "recursive", "character", "token", "markdown", "html", "code"]
+LengthUnit = Literal["chars", "tokens", "model_tokens"]
 
 
 class IngestParams(BaseModel):
@@ -39,7 +120,7 @@ class IngestParams(BaseModel):
     collection: str = Field(
         "docflow", min_length=3, max_length=512, description="Chroma collection name."
     )
-    splitter: SplitterName = Field("recursive", description="Splitting strategy.")
+    splitter: SplitterName = Field("auto", description="Splitting strategy.")
     chunk_size: int = Field(1024, gt=0, description="Maximum chunk size in the length unit.")
     chunk_overlap: int = Field(100, ge=0, description="Overlap between neighbouring chunks.")
     length_unit: LengthUnit = Field("chars", description="Unit of chunk_size and chunk_overlap.")
@@ -53,6 +134,62 @@ class IngestParams(BaseModel):
         8_000_000, gt=0, description="At most about this many bytes of files per batch."
     )
     strict: bool = Field(False, description="Treat files that fail to load as a failed run.")
+    full_refresh: bool = Field(
+        False, description="Reprocess every file, changed or not (still idempotent)."
+    )
+    lock_timeout: float = Field(
+        3600.0, ge=0, description="Seconds to wait for another run writing the same collection."
+    )
+    sample_size: int | None = Field(
+        None, gt=0, description="Only the first N files (in sorted order): a quick trial run."
+    )
+    loaders: LoaderOptions = Field(
+        default_factory=LoaderOptions, description="How files of each format are read."
+    )
+    chroma_host: str | None = Field(
+        None, description="Chroma server host; empty uses the embedded store in data_dir/chroma."
+    )
+    chroma_port: int = Field(8000, gt=0, lt=65536, description="Chroma server port.")
+    source_template: str | None = Field(
+        None,
+        description="Date-partitioned sources: a folder template such as "
+        "'landing/{date:%Y-%m-%d}/' (replaces source). A run ingests one partition: "
+        "partition_date, or else the date (UTC) the run was scheduled for.",
+    )
+    partition_date: dt.date | None = Field(
+        None,
+        description="With source_template: the partition to ingest; empty means the run's "
+        "scheduled date.",
+    )
+
+    @field_validator("source_template")
+    @classmethod
+    def _template_renders(cls, value: str | None) -> str | None:
+        """Check the template has a ``{date...}`` field and renders with a date."""
+        if value is None:
+            return value
+        if "{date" not in value:
+            raise ValueError("needs a {date:...} field, e.g. landing/{date:%Y-%m-%d}/")
+        try:
+            value.format(date=dt.date(2000, 1, 31))
+        except (KeyError, IndexError) as exc:
+            raise ValueError(f"cannot be rendered with a date: {exc}") from exc
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_loader_options(cls, data: Any) -> Any:
+        """Move loader options given at the top level (``pdf_mode=...``) into ``loaders``."""
+        if not isinstance(data, dict):
+            return data
+        flat = {k: data[k] for k in LoaderOptions.model_fields if k in data}
+        if not flat:
+            return data
+        nested = data.get("loaders") or {}
+        if isinstance(nested, LoaderOptions):
+            nested = nested.model_dump(exclude_unset=True)
+        rest = {k: v for k, v in data.items() if k not in flat}
+        return {**rest, "loaders": {**nested, **flat}}
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestParams:
@@ -67,6 +204,43 @@ class IngestParams(BaseModel):
     def data_path(self) -> Path:
         """Return the data directory as a Path."""
         return Path(self.data_dir)
+
+    def content_fingerprint(self) -> str:
+        """Return a hash of every setting that changes the chunks of a file.
+
+        Stored per file in the manifest and on the collection: a file split with other
+        settings counts as changed. Settings that only say where, how fast or how strictly
+        to run (see ``RUN_ONLY_FIELDS``) are left out; any other field counts by default.
+        """
+        exclude: dict[str, Any] = {f: True for f in RUN_ONLY_FIELDS}
+        exclude["loaders"] = set(RUN_ONLY_LOADER_FIELDS)
+        settings = self.model_dump(mode="json", exclude=exclude)
+        blob = json.dumps(settings, sort_keys=True)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+#: IngestParams fields that do not change what a file's chunks are.
+RUN_ONLY_FIELDS: tuple[str, ...] = (
+    "source",
+    "include",
+    "exclude",
+    "include_hidden",
+    "data_dir",
+    "collection",
+    "model",
+    "embed_batch_size",
+    "batch_files",
+    "batch_bytes",
+    "strict",
+    "full_refresh",
+    "lock_timeout",
+    "sample_size",
+    "max_file_size",
+    "chroma_host",
+    "chroma_port",
+    "source_template",
+    "partition_date",
+)
 
 
 def _from_env(environ: Mapping[str, str], fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,7 +268,11 @@ def _from_file(path: Path | None, section: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
     table = data.get(section, data)
-    return {k.replace("-", "_"): v for k, v in table.items() if not isinstance(v, dict)}
+    return {
+        k.replace("-", "_"): v
+        for k, v in table.items()
+        if not isinstance(v, dict) or k == "loaders"  # [ingest.loaders] is the one sub-table
+    }
 
 
 def resolve_params(
@@ -111,7 +289,7 @@ def resolve_params(
     env = os.environ if environ is None else environ
     merged: dict[str, Any] = {}
     merged.update(_from_file(config_file, "ingest"))
-    merged.update(_from_env(env, IngestParams.model_fields))
+    merged.update(_from_env(env, {**IngestParams.model_fields, **LoaderOptions.model_fields}))
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
         return IngestParams(**merged)
@@ -119,3 +297,64 @@ def resolve_params(
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "options"
         raise ConfigError(f"invalid {where}: {err['msg']}") from exc
+
+
+class CollectionParams(BaseModel):
+    """Which collection a whole-collection operation (restore, clear) acts on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_dir: str = Field("data", description="Where tables, the Chroma store and state live.")
+    collection: str = Field(
+        "docflow", min_length=3, max_length=512, description="Chroma collection name."
+    )
+    lock_timeout: float = Field(
+        3600.0, ge=0, description="Seconds to wait for another run writing the same collection."
+    )
+    chroma_host: str | None = Field(
+        None, description="Chroma server host; empty uses the embedded store in data_dir/chroma."
+    )
+    chroma_port: int = Field(8000, gt=0, lt=65536, description="Chroma server port.")
+
+    @property
+    def data_path(self) -> Path:
+        """Return the data directory as a Path."""
+        return Path(self.data_dir)
+
+
+class ClearParams(CollectionParams):
+    """What ``clear`` drops: the collection, its tables and manifest, optionally the cache."""
+
+    drop_cache: bool = Field(False, description="Also delete the embedding cache.")
+
+
+class BackfillParams(BaseModel):
+    """A date range of partitions to ingest, one subflow run per day."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: dt.date | None = Field(
+        None, description="First partition date; empty means the run's scheduled date (UTC)."
+    )
+    end: dt.date | None = Field(
+        None, description="Last partition date (included); empty means the same as start."
+    )
+    max_parallel: int = Field(
+        2,
+        ge=1,
+        le=32,
+        description="Partition runs in flight at once. Runs of one collection still write "
+        "one at a time (the collection lock); this bounds how many start and wait.",
+    )
+    ingest: IngestParams = Field(
+        default_factory=lambda: IngestParams(source_template="data/landing/{date:%Y-%m-%d}/"),
+        description="The ingest settings of every partition; source_template is required.",
+    )
+
+    @model_validator(mode="after")
+    def _needs_template(self) -> BackfillParams:
+        if not self.ingest.source_template:
+            raise ValueError("ingest.source_template is required, e.g. landing/{date:%Y-%m-%d}/")
+        if self.start and self.end and self.end < self.start:
+            raise ValueError(f"end {self.end} is before start {self.start}")
+        return self

@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from wcmatch import glob as wglob
 
 from tasks.errors import ConfigError
+from tasks.manifest import FileState
 
 log = logging.getLogger(__name__)
 
@@ -111,13 +112,19 @@ def discover(
     include: Sequence[str],
     exclude: Sequence[str] = (),
     include_hidden: bool = False,
+    sample_size: int | None = None,
 ) -> list[FileRef]:
-    """Return the matching files with size, mtime and sha256, sorted by source path."""
+    """Return the matching files with size, mtime and sha256, sorted by source path.
+
+    With ``sample_size``, only the first that many files (in that order) are fingerprinted
+    and returned: a quick trial run.
+    """
     files = []
-    for path in sorted(
+    paths = sorted(
         iter_matches(root, include, exclude, include_hidden),
         key=lambda p: p.relative_to(root).as_posix(),
-    ):
+    )
+    for path in paths[:sample_size]:
         stat = path.stat()
         files.append(
             FileRef(
@@ -150,23 +157,124 @@ def plan_batches(files: Sequence[FileRef], max_files: int, max_bytes: int) -> li
     return batches
 
 
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Discovered files compared with the manifest: what a run must do."""
+
+    todo: list[FileRef]  # new, changed, or to retry (pending/failed), in order
+    new: int
+    changed: int
+    unchanged: int
+    deleted: list[str]  # sources in scope that are gone
+
+
+def in_scope(
+    source: str, include: Sequence[str], exclude: Sequence[str], include_hidden: bool
+) -> bool:
+    """Return whether ``source`` is one the globs select (used to scope deletions)."""
+    if not include_hidden and _is_hidden(source):
+        return False
+    if not wglob.globmatch(source, list(include), flags=_GLOB_FLAGS):
+        return False
+    return not (exclude and wglob.globmatch(source, list(exclude), flags=_GLOB_FLAGS))
+
+
+def classify(
+    files: Sequence[FileRef],
+    known: Mapping[str, FileState],
+    root: str,
+    fingerprint: str,
+    scope: Callable[[str], bool],
+    full_refresh: bool = False,
+) -> Changes:
+    """Compare discovered files with their manifest rows.
+
+    A file is unchanged when its sha256 and content fingerprint match a row whose status
+    is "done"; rows that are pending (a crashed batch) or failed are retried. A row of the
+    same root that the globs select but that was not discovered is deleted; rows outside
+    the scope (another root, other globs) are left alone, so partitions of one collection
+    can be ingested separately.
+    """
+    todo: list[FileRef] = []
+    new = changed = unchanged = 0
+    for f in files:
+        state = known.get(f.source)
+        if state is None:
+            new += 1
+            todo.append(f)
+        elif state.sha256 != f.sha256 or state.fingerprint != fingerprint:
+            changed += 1
+            todo.append(f)
+        else:
+            unchanged += 1
+            if full_refresh or state.status != "done":
+                todo.append(f)
+    seen = {f.source for f in files}
+    deleted = sorted(
+        s for s, state in known.items() if s not in seen and state.root == root and scope(s)
+    )
+    return Changes(todo, new, changed, unchanged, deleted)
+
+
 # --- Prefect edge ---
 from prefect import get_run_logger, task  # noqa: E402
 
+from tasks.manifest import Manifest  # noqa: E402
 
-@task(name="discover")
-def discover_task(
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The work of a run: batches of files to process and sources to delete."""
+
+    batches: list[list[FileRef]]
+    files_seen: int
+    new: int
+    changed: int
+    unchanged: int
+    deleted: list[str]
+
+
+@task(name="plan")
+def plan_task(
     source: str,
     include: list[str],
     exclude: list[str],
     include_hidden: bool,
     batch_files: int,
     batch_bytes: int,
-) -> list[list[FileRef]]:
-    """Find the files to ingest and group them into batches."""
-    files = discover(Path(source), include, exclude, include_hidden)
-    batches = plan_batches(files, batch_files, batch_bytes)
-    get_run_logger().info(
-        "discovered %d files in %d batches under %s", len(files), len(batches), source
+    data_dir: str,
+    physical: str,
+    fingerprint: str,
+    full_refresh: bool,
+    sample_size: int | None = None,
+) -> Plan:
+    """Discover the files, compare them with the manifest and batch the work.
+
+    A sample run (``sample_size``) deletes nothing: the files it did not look at are not gone.
+    """
+    root = Path(source)
+    files = discover(root, include, exclude, include_hidden, sample_size)
+    with Manifest.open(Path(data_dir)) as manifest:
+        known = manifest.files(physical)
+    changes = classify(
+        files,
+        known,
+        str(root.resolve()),
+        fingerprint,
+        lambda s: sample_size is None and in_scope(s, include, exclude, include_hidden),
+        full_refresh,
     )
-    return batches
+    batches = plan_batches(changes.todo, batch_files, batch_bytes)
+    get_run_logger().info(
+        "%d files: %d new, %d changed, %d unchanged, %d deleted; %d to process in %d batches",
+        len(files),
+        changes.new,
+        changes.changed,
+        changes.unchanged,
+        len(changes.deleted),
+        len(changes.todo),
+        len(batches),
+    )
+    return Plan(
+        batches, len(files), changes.new, changes.changed, changes.unchanged, changes.deleted
+    )

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from tasks.cache import EmbeddingCache
 from tasks.errors import EmbedError
+from tasks.failpoints import failpoint
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -143,29 +145,55 @@ class Embedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+def embed_with_cache(
+    embedder: Embedder, cache: EmbeddingCache, texts: Sequence[str]
+) -> tuple[np.ndarray, int]:
+    """Return vectors for ``texts``, computing only those not in the cache.
+
+    Returns the vectors and how many came from the cache.
+    """
+    cached = cache.get(embedder.model_id, texts)
+    misses = [i for i, v in enumerate(cached) if v is None]
+    fresh = embedder.embed([texts[i] for i in misses]) if misses else None
+    if fresh is not None:
+        cache.put(embedder.model_id, [texts[i] for i in misses], fresh)
+    if not texts:
+        return np.zeros((0, embedder.dimension), dtype=np.float32), 0
+    dimension = (
+        fresh.shape[1] if fresh is not None else len(next(v for v in cached if v is not None))
+    )
+    out = np.empty((len(texts), dimension), dtype=np.float32)
+    for i, v in enumerate(cached):
+        if v is not None:
+            out[i] = v
+    if fresh is not None:
+        out[misses] = fresh
+    return out, len(texts) - len(misses)
+
+
 # --- Prefect edge ---
 from pathlib import Path  # noqa: E402
 
 from prefect import get_run_logger, task  # noqa: E402
 
+from tasks.runs import RunContext  # noqa: E402
 from tasks.tables import PartRef, embeddings_table, part_path, read_chunks, write_atomic  # noqa: E402
 
 
 @task(name="embed")
-def embed_task(
-    chunks: PartRef, model: str, batch_size: int, data_dir: str, run_id: str, batch: int
-) -> PartRef:
-    """Embed the chunks of a batch and write its ``embeddings`` part."""
+def embed_task(ctx: RunContext, chunks: PartRef, batch_size: int, batch: int) -> PartRef:
+    """Embed a batch's chunks (cache first) and write its ``embeddings`` part."""
     rows = read_chunks(Path(chunks.path))
-    embedder = Embedder(model, batch_size=batch_size)
-    vectors = embedder.embed([c.text for c in rows])
-    table = embeddings_table([c.chunk_id for c in rows], embedder.model_id, vectors)
-    path = write_atomic(table, part_path(Path(data_dir), "embeddings", run_id, batch))
-    get_run_logger().info("batch %d: embedded %d chunks", batch, len(rows))
-    return PartRef("embeddings", str(path), len(rows))
-
-
-@task(name="model-dimension")
-def model_dimension_task(model: str) -> int:
-    """Load the model once in this process and return its vector dimension."""
-    return Embedder(model).dimension
+    if not rows:  # a batch of failed files: nothing to embed, no part to write
+        return PartRef("embeddings", "", 0)
+    embedder = Embedder(ctx.model, batch_size=batch_size)
+    cache = EmbeddingCache.open(Path(ctx.data_dir))
+    try:
+        vectors, from_cache = embed_with_cache(embedder, cache, [c.text for c in rows])
+    finally:
+        cache.close()
+    failpoint("embed:after-encode")
+    table = embeddings_table([c.chunk_id for c in rows], ctx.model, vectors)
+    path = write_atomic(table, part_path(Path(ctx.data_dir), "embeddings", ctx.run_id, batch))
+    get_run_logger().info("batch %d: %d chunks, %d from cache", batch, len(rows), from_cache)
+    return PartRef("embeddings", str(path), len(rows), cached=from_cache)

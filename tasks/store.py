@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,9 +87,15 @@ class ChromaStore:
         self._collection: Collection | None = None
 
     @classmethod
-    def open(cls, data_dir: Path, name: str, host: str | None = None) -> ChromaStore:
+    def open(
+        cls, data_dir: Path, name: str, host: str | None = None, port: int = 8000
+    ) -> ChromaStore:
         """Open the store under ``data_dir/chroma`` (or on a server when ``host`` is set)."""
-        return cls(make_client(path=data_dir / "chroma", host=host), name)
+        return cls(make_client(path=data_dir / "chroma", host=host, port=port), name)
+
+    def exists(self) -> bool:
+        """Return whether the collection exists."""
+        return self.name in collection_names(self.client)
 
     def collection(self, model: str | None = None, dimension: int | None = None) -> Collection:
         """Return the collection, creating it for ``model``/``dimension`` if needed.
@@ -97,17 +103,13 @@ class ChromaStore:
         Raises:
             StoreError: If it exists for another model or dimension, or does not exist and
                 no model is given.
-
         """
-        if self._collection is not None:
+        if self._collection is not None and model is None:
             return self._collection
         if model is None:
-            try:
-                self._collection = self.client.get_collection(self.name, embedding_function=None)
-            except Exception as exc:  # noqa: BLE001 - chroma raises several types for "missing"
-                raise StoreError(
-                    f"collection {self.name!r} does not exist: run docflow ingest"
-                ) from exc
+            if not self.exists():
+                raise StoreError(f"collection {self.name!r} does not exist: run docflow ingest")
+            self._collection = self.client.get_collection(self.name, embedding_function=None)
             return self._collection
         col = self.client.get_or_create_collection(
             self.name,
@@ -115,20 +117,49 @@ class ChromaStore:
             configuration={"hnsw": {"space": "cosine"}},
             metadata={"embedding_model": model, "dimension": dimension},
         )
-        have = col.metadata or {}
-        if have.get("embedding_model") != model or have.get("dimension") != dimension:
-            raise StoreError(
-                f"collection {self.name!r} holds vectors of model {have.get('embedding_model')!r} "
-                f"(dimension {have.get('dimension')}), not {model!r} (dimension {dimension}); "
-                "run docflow reingest to rebuild it with the new model"
-            )
+        self._check(col, model, dimension)
         self._collection = col
         return col
+
+    def ensure(self, model: str, dimension: Callable[[], int]) -> Collection:
+        """Open the collection for ``model``, creating it if missing.
+
+        ``dimension`` is called only to create it, so checking an existing collection never
+        loads the model. Raises StoreError if it holds another model's vectors.
+        """
+        if self.exists():
+            col = self.collection()
+            self._check(col, model, None)
+            return col
+        return self.collection(model, dimension())
+
+    def _check(self, col: Collection, model: str, dimension: int | None) -> None:
+        have = col.metadata or {}
+        same_dim = dimension is None or have.get("dimension") == dimension
+        if have.get("embedding_model") != model or not same_dim:
+            raise StoreError(
+                f"collection {self.name!r} holds vectors of model {have.get('embedding_model')!r} "
+                f"(dimension {have.get('dimension')}), not {model!r}"
+                + (f" (dimension {dimension})" if dimension is not None else "")
+                + "; run docflow reingest to rebuild it with the new model"
+            )
+
+    def metadata(self) -> dict[str, Any]:
+        """Return the collection's metadata (model, dimension, splitter fingerprint)."""
+        return dict(self.collection().metadata or {})
+
+    def update_metadata(self, **values: Scalar) -> None:
+        """Merge ``values`` into the collection's metadata."""
+        col = self.collection()
+        col.modify(metadata={**(col.metadata or {}), **values})
+
+    def _step(self) -> int:
+        return max(1, self.client.get_max_batch_size())
 
     def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> int:
         """Upsert chunks with their vectors, in batches within the client's maximum."""
         col = self.collection()
-        step = max(1, self.client.get_max_batch_size())
+        step = self._step()
         for lo in range(0, len(chunks), step):
             part = chunks[lo : lo + step]
             col.upsert(
@@ -138,6 +169,31 @@ class ChromaStore:
                 metadatas=[flatten_metadata(c) for c in part],
             )
         return len(chunks)
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Delete chunks by id (ids not present are ignored); return how many were asked."""
+        todo = sorted(set(ids))
+        if not todo:
+            return 0
+        col = self.collection()
+        step = self._step()
+        for lo in range(0, len(todo), step):
+            col.delete(ids=todo[lo : lo + step])
+        return len(todo)
+
+    def ids(self) -> set[str]:
+        """Return every chunk id in the collection."""
+        col = self.collection()
+        total, step, out = col.count(), self._step(), set()
+        for offset in range(0, total, step):
+            out.update(col.get(limit=step, offset=offset, include=[])["ids"])
+        return out
+
+    def drop(self) -> None:
+        """Delete the whole collection if it exists."""
+        if self.exists():
+            self.client.delete_collection(self.name)
+        self._collection = None
 
     def count(self) -> int:
         """Return the number of chunks in the collection."""
@@ -166,32 +222,60 @@ class ChromaStore:
         ]
 
 
+def collection_names(client: ClientAPI) -> list[str]:
+    """Return the names of every collection of a client."""
+    return [c if isinstance(c, str) else c.name for c in client.list_collections()]
+
+
 # --- Prefect edge ---
-from prefect import get_run_logger, task  # noqa: E402
+from prefect import Task, task  # noqa: E402
+from prefect.client.schemas.objects import State, TaskRun  # noqa: E402
+from prefect.tasks import exponential_backoff  # noqa: E402
 
-from tasks.tables import PartRef, read_chunks, read_vectors  # noqa: E402
+from tasks.errors import DocflowError  # noqa: E402
+from tasks.failpoints import FailpointError  # noqa: E402
 
-
-@task(name="store")
-def store_task(
-    chunks: PartRef, embeddings: PartRef, data_dir: str, collection: str, model: str
-) -> int:
-    """Upsert a batch's chunks and vectors into the collection."""
-    rows = read_chunks(Path(chunks.path))
-    if not rows:
-        return 0
-    ids, vectors = read_vectors(Path(embeddings.path))
-    if ids != [c.chunk_id for c in rows]:
-        raise StoreError(f"embeddings part {embeddings.path} does not match {chunks.path}")
-    store = ChromaStore.open(Path(data_dir), collection)
-    store.collection(model, int(vectors.shape[1]))
-    written = store.upsert(rows, vectors)
-    get_run_logger().info("stored %d chunks in %s", written, collection)
-    return written
+#: Retry settings of tasks that write the store: a Chroma server may blink, a disk may be busy.
+STORE_RETRIES: dict[str, Any] = {
+    "retries": 3,
+    "retry_delay_seconds": exponential_backoff(backoff_factor=1),  # 1, 2, 4 s
+    "retry_jitter_factor": 0.5,
+}
 
 
-@task(name="open-store")
-def open_store_task(data_dir: str, collection: str, model: str, dimension: int) -> str:
-    """Create or check the collection before any work: a model mismatch fails fast."""
-    ChromaStore.open(Path(data_dir), collection).collection(model, dimension)
-    return collection
+def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry a failed store task unless its error is one a retry cannot fix.
+
+    docflow's own errors (a model mismatch, a bad option) and failpoints are final;
+    anything else (a refused connection, a timeout, a locked file) is worth another try.
+    """
+    try:
+        state.result()
+    except (DocflowError, FailpointError):
+        return False
+    except Exception:  # noqa: BLE001 - the point is to let any other error be retried
+        return True
+    return True
+
+
+@task(name="open-store", retry_condition_fn=retry_transient, **STORE_RETRIES)
+def open_store_task(
+    data_dir: str, physical: str, model: str, host: str | None = None, port: int = 8000
+) -> None:
+    """Create or check the collection before any work: a model mismatch fails fast.
+
+    The model is loaded (for its dimension) only when the collection must be created.
+    """
+    from tasks.embed import Embedder
+
+    store = ChromaStore.open(Path(data_dir), physical, host, port)
+    store.ensure(model, lambda: Embedder(model).dimension)
+
+
+@task(name="record-fingerprint", retry_condition_fn=retry_transient, **STORE_RETRIES)
+def record_fingerprint_task(
+    data_dir: str, physical: str, fingerprint: str, host: str | None = None, port: int = 8000
+) -> None:
+    """Record on the collection the content fingerprint its chunks were made with."""
+    store = ChromaStore.open(Path(data_dir), physical, host, port)
+    store.update_metadata(content_fingerprint=fingerprint)

@@ -190,6 +190,11 @@ def read_documents(path: Path) -> list[DocumentRow]:
 
 def read_chunks(path: Path) -> list[Chunk]:
     """Read back one ``chunks`` part."""
+    return read_chunks_table(pq.read_table(path))
+
+
+def read_chunks_table(table: pa.Table) -> list[Chunk]:
+    """Turn rows of the ``chunks`` schema into Chunks."""
     return [
         Chunk(
             chunk_id=r["chunk_id"],
@@ -204,7 +209,7 @@ def read_chunks(path: Path) -> list[Chunk]:
             headers=tuple(Header(h["level"], h["text"]) for h in r["headers"]),
             metadata=json.loads(r["metadata"]),
         )
-        for r in pq.read_table(path).to_pylist()
+        for r in table.to_pylist()
     ]
 
 
@@ -247,3 +252,4 @@ class PartRef:
     path: str
     rows: int
     failures: tuple[tuple[str, str], ...] = ()
+    cached: int = 0  # embeddings only: rows whose vector came from the cache

@@ -1,34 +1,118 @@
-"""Load a batch of files into ``documents`` rows; a bad file becomes a failed row."""
+"""Load files into ``documents`` rows; a bad file becomes a failed row with a reason.
+
+Nothing a file contains stops the run: a loader's ``LoadError`` is the file's reason, and so
+is any other exception a loader raises on it (parsers of hostile input raise anything).
+With ``LoaderOptions.workers`` > 0 (the default) files load in worker processes that also
+bound each file's time and memory (see :mod:`tasks.load.worker`).
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
-from tasks.discover import FileRef
+from tasks.config import LoaderOptions
+from tasks.discover import FileRef, discover
+from tasks.documents import Document
 from tasks.errors import LoadError
-from tasks.load.base import loader_for
+from tasks.failpoints import failpoint
+from tasks.load.base import Loader, configured, default_includes, loader_for
 from tasks.tables import DocumentRow
 
 log = logging.getLogger(__name__)
 
+MAX_REASON = 300
+"""Failure reasons are cut to this many characters."""
 
-def load_file(file: FileRef) -> list[DocumentRow]:
-    """Load one file into rows: one per Document, or one failed row with the reason."""
-    loader_name = ""
+
+def one_line(reason: str) -> str:
+    """Return ``reason`` on one line, whitespace collapsed, at most MAX_REASON characters."""
+    text = " ".join(reason.split()) or "unknown error"
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+
+
+def failed_row(file: FileRef, loader: str, reason: str) -> DocumentRow:
+    """Return the ``documents`` row of a file that could not be loaded."""
+    return DocumentRow(file.source, file.sha256, loader, "failed", one_line(reason))
+
+
+def load_with(loader: Loader, file: FileRef, options: LoaderOptions) -> list[DocumentRow]:
+    """Load one file with ``loader``: one row per Document, or one failed row."""
     try:
-        loader = loader_for(file)
-        loader_name = loader.name
+        if file.size > options.max_file_size:
+            raise LoadError(f"file too large: {file.size} bytes > limit {options.max_file_size}")
         docs = list(loader.load(file))
+        if not docs:
+            raise LoadError("no documents")
     except LoadError as exc:
         log.debug("failed to load %s: %s", file.source, exc)
-        return [DocumentRow(file.source, file.sha256, loader_name, "failed", str(exc))]
+        return [failed_row(file, loader.name, str(exc))]
+    except MemoryError:
+        return [failed_row(file, loader.name, "out of memory")]
+    except Exception as exc:  # noqa: BLE001 - a loader's crash on one file is that file's failure
+        log.debug("loader %s crashed on %s", loader.name, file.source, exc_info=True)
+        return [failed_row(file, loader.name, f"loader error: {type(exc).__name__}: {exc}")]
     return [
-        DocumentRow(file.source, file.sha256, loader_name, "loaded", document=d, pages=len(docs))
+        DocumentRow(file.source, file.sha256, loader.name, "loaded", document=d, pages=len(docs))
         for d in docs
     ]
 
 
-def load_batch(files: Sequence[FileRef]) -> list[DocumentRow]:
-    """Load every file of a batch, in order."""
-    return [row for f in files for row in load_file(f)]
+def load_file(file: FileRef, options: LoaderOptions | None = None) -> list[DocumentRow]:
+    """Load one file in this process (no time guard): its rows, or one failed row."""
+    options = options or LoaderOptions()
+    try:
+        loader = configured(loader_for(file), options)
+    except LoadError as exc:
+        return [failed_row(file, "", str(exc))]
+    return load_with(loader, file, options)
+
+
+def iter_load(
+    files: Sequence[FileRef], options: LoaderOptions | None = None
+) -> Iterator[DocumentRow]:
+    """Yield the rows of ``files`` in file order, lazily.
+
+    With ``options.workers`` > 0 the files load in that many worker processes, each file
+    under the ``timeout_s`` deadline and the ``memory_limit_mb`` limit; with 0, here.
+    """
+    options = options or LoaderOptions()
+    if options.workers == 0:
+        for file in files:
+            yield from load_file(file, options)
+        return
+    from tasks.load.worker import iter_load_in_workers
+
+    yield from iter_load_in_workers(files, options)
+
+
+def load_batch(files: Sequence[FileRef], options: LoaderOptions | None = None) -> list[DocumentRow]:
+    """Load every file of a batch, in order (see :func:`iter_load`)."""
+    rows: list[DocumentRow] = []
+    for row in iter_load(files, options):
+        if rows and rows[-1].source != row.source:
+            failpoint("load:after-file")  # the crash-safety tests stop a run mid-load here
+        rows.append(row)
+    if rows:
+        failpoint("load:after-file")
+    return rows
+
+
+def lazy_load(
+    root: Path,
+    include: Sequence[str] | None = None,
+    exclude: Sequence[str] = (),
+    options: LoaderOptions | None = None,
+) -> Iterator[Document]:
+    """Yield the Documents of every loadable file under ``root``, streaming.
+
+    Failed files are logged at DEBUG and skipped; use :func:`iter_load` to see them.
+    Memory stays bounded by a few files' documents, however large the folder.
+    """
+    files = discover(root, include or default_includes(), exclude)
+    for row in iter_load(files, options):
+        if row.document is not None:
+            yield row.document
+        else:
+            log.debug("skipped %s: %s", row.source, row.error)

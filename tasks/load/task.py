@@ -6,15 +6,22 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 
+from tasks.config import LoaderOptions
 from tasks.discover import FileRef
 from tasks.load.batch import load_batch
 from tasks.tables import PartRef, documents_table, part_path, write_atomic
 
 
 @task(name="load")
-def load_task(files: list[FileRef], data_dir: str, run_id: str, batch: int) -> PartRef:
+def load_task(
+    files: list[FileRef],
+    data_dir: str,
+    run_id: str,
+    batch: int,
+    options: LoaderOptions | None = None,
+) -> PartRef:
     """Load a batch of files; failures are rows with a reason, never an exception."""
-    rows = load_batch(files)
+    rows = load_batch(files, options)
     path = write_atomic(
         documents_table(rows), part_path(Path(data_dir), "documents", run_id, batch)
     )

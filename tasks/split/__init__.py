@@ -1,6 +1,32 @@
-"""Splitters with the langchain-text-splitters API and exact spans."""
+"""Splitters with the langchain-text-splitters API, exact spans and header paths.
 
-from tasks.split.base import Span, TextSplitter
+One module per splitter over the shared base (:mod:`tasks.split.base`):
+``RecursiveCharacterTextSplitter`` (with ``from_language``, ``from_tiktoken_encoder``,
+``from_huggingface_tokenizer``), ``CharacterTextSplitter``, ``TokenTextSplitter``,
+``MarkdownHeaderTextSplitter``, ``HTMLHeaderTextSplitter``, ``CodeTextSplitter`` and
+``AutoSplitter`` (the ingest default). Length units live in :mod:`tasks.split.units`.
+"""
+
+from tasks.split.auto import AutoSplitter
+from tasks.split.base import Span, SpanSplitter, TextSplitter
+from tasks.split.character import CharacterTextSplitter
+from tasks.split.code import CodeTextSplitter
+from tasks.split.html import HTMLHeaderTextSplitter
+from tasks.split.languages import Language
+from tasks.split.markdown import MarkdownHeaderTextSplitter
 from tasks.split.recursive import RecursiveCharacterTextSplitter
+from tasks.split.token import TokenTextSplitter
 
-__all__ = ["RecursiveCharacterTextSplitter", "Span", "TextSplitter"]
+__all__ = [
+    "AutoSplitter",
+    "CharacterTextSplitter",
+    "CodeTextSplitter",
+    "HTMLHeaderTextSplitter",
+    "Language",
+    "MarkdownHeaderTextSplitter",
+    "RecursiveCharacterTextSplitter",
+    "Span",
+    "SpanSplitter",
+    "TextSplitter",
+    "TokenTextSplitter",
+]

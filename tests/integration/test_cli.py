@@ -49,8 +49,8 @@ def test_ingest_json_summary_and_query(
     assert code == 0
     summary = json.loads(out)  # exactly one JSON object on stdout
     assert SUMMARY_KEYS <= set(summary)
-    # hidden files are skipped; notes.csv has no loader in the default includes
-    assert summary["files_seen"] == 3 and summary["files_failed"] == 0
+    # hidden files are skipped; the default includes take .md, .txt and .csv
+    assert summary["files_seen"] == 4 and summary["files_failed"] == 0
     assert summary["chunks_written"] == read_table(Path(data), "chunks").num_rows
     assert ChromaStore.open(Path(data), "docflow").count() == summary["chunks_written"]
 
@@ -72,6 +72,7 @@ def test_include_exclude_and_strict(
     capsys: pytest.CaptureFixture[str], tiny_corpus: Path, tmp_path: Path
 ) -> None:
     data = str(tmp_path / "data")
+    (tiny_corpus / "blob.bin").write_bytes(b"\x00\x01")
     args = [
         "ingest",
         "--source",
@@ -82,7 +83,7 @@ def test_include_exclude_and_strict(
         "--include",
         "**/*.md",
         "--include",
-        "**/*.csv",
+        "**/*.bin",
         "--exclude",
         "guides/deep/**",
     ]
@@ -90,7 +91,7 @@ def test_include_exclude_and_strict(
     summary = json.loads(out)
     assert code == 0  # a failed file is listed, not fatal
     assert summary["files_seen"] == 2
-    assert summary["failures"] == [{"source": "notes.csv", "error": "unsupported file type '.csv'"}]
+    assert summary["failures"] == [{"source": "blob.bin", "error": "unsupported file type '.bin'"}]
     code, out, _ = run_cli(capsys, *args, "--strict")
     assert code == 3 and json.loads(out)["files_failed"] == 1
 

@@ -84,7 +84,7 @@ def test_env_values_are_parsed_to_field_types() -> None:
 
 def test_unrelated_env_vars_are_ignored() -> None:
     p = resolve_params(
-        environ={"DOCFLOW_CHROMA_HOST": "x", "CHUNK_SIZE": "5", "docflow_chunk_size": "5"}
+        environ={"DOCFLOW_NO_SUCH_OPTION": "x", "CHUNK_SIZE": "5", "docflow_chunk_size": "5"}
     )
     assert p == IngestParams()
 

@@ -1,4 +1,7 @@
-"""The run summary: what the CLI prints, the ``runs`` table stores and artifacts show."""
+"""Runs: the id and context every task of a run shares, and the summary it reports.
+
+The summary is what the CLI prints, the ``runs`` table stores and artifacts show.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +18,30 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%S}-{hashlib.sha256(os.urandom(8)).hexdigest()[:6]}"
 
 
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """What every task of one run needs to know, passed by value (small)."""
+
+    run_id: str
+    data_dir: str
+    collection: str  # the logical name users query
+    physical: str  # the Chroma collection this run writes (differs during a reingest)
+    root: str  # absolute source folder
+    fingerprint: str  # IngestParams.content_fingerprint()
+    model: str
+    chroma_host: str | None = None  # a Chroma server; None: the embedded store in data_dir
+    chroma_port: int = 8000
+
+
 @dataclass(slots=True)
 class RunSummary:
     """Counts of one ingest run (the keys of ``docflow ingest --json``)."""
 
     run_id: str
     collection: str
+    mode: str = "incremental"
+    status: str = "running"
+    started_at: str = ""  # ISO time the run got the collection's lock (microseconds)
     files_seen: int = 0
     files_new: int = 0
     files_changed: int = 0
@@ -33,6 +54,7 @@ class RunSummary:
     chunks_from_cache: int = 0
     chunks_deleted: int = 0
     seconds: float = 0.0
+    physical: str = ""
     failures: list[dict[str, str]] = field(default_factory=list)
 
     def add_failures(self, failures: tuple[tuple[str, str], ...]) -> None:

@@ -1,0 +1,110 @@
+"""Artifacts every ingest run publishes: a summary, its failures, chunk sizes, progress.
+
+Keys are ``ingest-<kind>-<collection slug>`` (lowercase letters, digits and dashes), so
+the Prefect UI keeps one history per collection; each artifact is also linked to its flow
+run. The data comes from the run summary and the run's chunk table (``tasks/stats.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+
+from flows import progress
+from tasks.stats import Histogram
+
+#: Width in characters of the longest bar of the chunk-size histogram.
+BAR_WIDTH = 30
+
+
+def artifact_key(kind: str, collection: str) -> str:
+    """Return the artifact key of ``kind`` for ``collection`` (lowercase, digits, dashes)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", collection.lower()).strip("-") or "collection"
+    return f"{kind}-{slug}"
+
+
+class ProgressArtifact:
+    """A progress artifact that follows the batches of one run (a progress listener)."""
+
+    def __init__(self, key: str, description: str):
+        """Create the artifact at 0 %."""
+        created = create_progress_artifact(0.0, key=key, description=description)
+        self.id: UUID = created  # type: ignore[assignment]  # sync call: a UUID, not a coroutine
+
+    def __call__(self, done: int, total: int) -> None:
+        """Set the progress to ``done`` of ``total`` batches."""
+        update_progress_artifact(self.id, progress=round(100.0 * done / max(total, 1), 1))
+
+
+@contextmanager
+def track_progress(collection: str) -> Iterator[ProgressArtifact]:
+    """Publish the batch progress of the run inside the block; 100 % when it completes."""
+    bar = ProgressArtifact(
+        artifact_key("ingest-progress", collection), f"Batches stored into {collection}"
+    )
+    with progress.listen(bar):
+        yield bar
+    update_progress_artifact(bar.id, progress=100.0)
+
+
+def summary_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Return the run summary as (field, value) rows, failures left out."""
+    return [{"field": k, "value": v} for k, v in summary.items() if k != "failures"]
+
+
+def histogram_markdown(hist: Histogram, run_id: str) -> str:
+    """Render a chunk-size histogram as a Markdown table with bars."""
+    head = f"### Chunk sizes (characters), run `{run_id}`\n\n"
+    if hist.total == 0:
+        return head + "No chunks were written by this run.\n"
+    top = max(hist.counts) or 1
+    lines = [
+        head,
+        f"{hist.total} chunks: min {hist.minimum}, median {hist.median:g}, "
+        f"mean {hist.mean:g}, max {hist.maximum}\n\n",
+        "| characters | chunks | |\n|---:|---:|:---|\n",
+    ]
+    for lo, hi, count in zip(hist.edges, hist.edges[1:], hist.counts, strict=False):
+        bar = "█" * round(BAR_WIDTH * count / top)
+        lines.append(f"| {lo}–{hi - 1} | {count} | {bar} |\n")
+    return "".join(lines)
+
+
+def publish_run(summary: Mapping[str, Any], hist: Histogram) -> None:
+    """Publish the summary table, the failures table and the chunk-size histogram."""
+    collection, run_id = str(summary["collection"]), str(summary["run_id"])
+    failures: Sequence[Mapping[str, str]] = summary.get("failures", [])
+    create_table_artifact(
+        summary_rows(summary),
+        key=artifact_key("ingest-summary", collection),
+        description=f"Run {run_id} into {collection}: {summary.get('status', '')}",
+    )
+    create_table_artifact(
+        [{"source": f["source"], "error": f["error"]} for f in failures],
+        key=artifact_key("ingest-failures", collection),
+        description=f"{len(failures)} files failed to load in run {run_id}",
+    )
+    create_markdown_artifact(
+        histogram_markdown(hist, run_id),
+        key=artifact_key("ingest-chunk-sizes", collection),
+        description=f"Chunk-size histogram of run {run_id}",
+    )
+
+
+def publish_backfill(collection: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Publish one row per partition of a backfill: date, state and counts."""
+    create_table_artifact(
+        [dict(r) for r in rows],
+        key=artifact_key("backfill-summary", collection),
+        description=f"Backfill of {len(rows)} partitions into {collection}",
+    )

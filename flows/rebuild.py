@@ -1,0 +1,74 @@
+"""Flows that act on a whole collection: reingest (zero downtime), restore, clear.
+
+Each holds the collection's lock (and its Prefect concurrency slot when the store is a
+Chroma server), like ingest, so it never interleaves with another run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from prefect import flow
+
+from flows import artifacts, runtime
+from flows.guard import collection_guard
+from flows.ingest import make_context, run_ingest
+from tasks.admin import (
+    clear_task,
+    drop_versions_task,
+    restore_task,
+    switch_task,
+    version_name,
+)
+from tasks.config import ClearParams, CollectionParams, IngestParams
+from tasks.failpoints import failpoint
+from tasks.manifest import Manifest
+from tasks.partitions import partition_params
+from tasks.runs import new_run_id
+from tasks.stats import chunk_sizes_task
+
+
+@flow(name="reingest", task_runner=runtime.task_runner())
+def reingest(params: IngestParams | None = None) -> dict[str, Any]:
+    """Rebuild the collection from scratch into a new version, then switch to it.
+
+    Queries keep answering from the current version until the new one is complete. If the
+    build fails, the current version keeps serving and the next reingest starts clean.
+    With a ``source_template``, every partition is rebuilt.
+    """
+    params = params or IngestParams()
+    params = partition_params(params, None) if params.source_template else params
+    host, port = params.chroma_host, params.chroma_port
+    with collection_guard(params.data_path, params.collection, params.lock_timeout, host):
+        with Manifest.open(params.data_path) as manifest:
+            serving = manifest.physical(params.collection)
+        drop_versions_task(str(params.data_path), params.collection, serving, host, port)
+        run_id = new_run_id()
+        physical = version_name(params.collection, run_id)
+        ctx = make_context(params, run_id, physical)
+        with artifacts.track_progress(params.collection):
+            summary = run_ingest(params, ctx, "reingest", full_refresh=True)
+        failpoint("reingest:before-switch")
+        switch_task(ctx.data_dir, params.collection, physical, run_id)
+        drop_versions_task(ctx.data_dir, params.collection, physical, host, port)
+    artifacts.publish_run(summary.to_dict(), chunk_sizes_task(ctx.data_dir, ctx.run_id))
+    return summary.to_dict()
+
+
+@flow(name="restore")
+def restore_flow(params: CollectionParams | None = None) -> dict[str, Any]:
+    """Rebuild the collection from the Parquet tables alone (no loading, no embedding)."""
+    p = params or CollectionParams()
+    with collection_guard(p.data_path, p.collection, p.lock_timeout, p.chroma_host):
+        result = restore_task(p.data_dir, p.collection, new_run_id(), p.chroma_host, p.chroma_port)
+    return dataclasses.asdict(result)
+
+
+@flow(name="clear")
+def clear_flow(params: ClearParams | None = None) -> dict[str, Any]:
+    """Drop the collection, its tables and manifest rows (and the cache if asked)."""
+    p = params or ClearParams()
+    with collection_guard(p.data_path, p.collection, p.lock_timeout, p.chroma_host):
+        result = clear_task(p.data_dir, p.collection, p.drop_cache, p.chroma_host, p.chroma_port)
+    return dataclasses.asdict(result)

@@ -1,0 +1,255 @@
+"""Load files in worker processes, each file under a deadline and a memory limit.
+
+A thread cannot be interrupted, and a parser working on hostile input (a PDF whose
+content streams take minutes, a decompression bomb) must not hang or exhaust the run. So
+files load in child processes: the parent sends one file at a time to each worker and waits
+at most ``timeout_s``; a worker that misses its deadline is killed (the file fails with
+"timed out after N s") and replaced. Each worker caps its own address space at its size
+on start plus ``memory_limit_mb`` (POSIX ``RLIMIT_AS``), so a runaway allocation is a
+``MemoryError`` in the worker (the file fails with "out of memory") or, at worst, the
+worker's death ("loader process died"), never the run's.
+
+Workers come from a fork server with ``tasks.load`` preloaded (cheap to start, safe to
+start from threads); where there is none, from spawn. The parent resolves each file's
+loader and sends it along, so loaders registered at run time work too; a loader that
+cannot be pickled loads in the parent instead, without the time guard.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from tasks.config import LoaderOptions
+from tasks.discover import FileRef
+from tasks.errors import LoadError
+from tasks.load.base import Loader, configured, loader_for
+from tasks.load.batch import failed_row, load_with
+from tasks.tables import DocumentRow
+
+log = logging.getLogger(__name__)
+
+UNPICKLABLE = "unpicklable request"
+"""A worker's answer to a request it cannot unpickle: the parent loads that file itself."""
+
+LOOKAHEAD_BYTES = 32 * 2**20
+"""Files may load ahead of the one being yielded while their sizes add up to at most this
+(at least two per worker): a slow file does not idle the other workers, and memory stays
+bounded."""
+
+STOP_GRACE_S = 5.0
+"""Seconds an idle worker gets to exit after being asked to, before it is killed."""
+
+PRELOAD = ("tasks.load", "pypdf", "lxml.html", "charset_normalizer", "yaml")
+"""Modules the fork server imports once, so that each worker starts warm."""
+
+_context: Any = None
+
+
+def _mp_context() -> Any:
+    """Return the multiprocessing context for workers (fork server when available)."""
+    global _context
+    if _context is None:
+        if "forkserver" in mp.get_all_start_methods():
+            _context = mp.get_context("forkserver")
+            _context.set_forkserver_preload(list(PRELOAD))
+        else:
+            _context = mp.get_context("spawn")
+    return _context
+
+
+def _limit_memory(limit_mb: int | None) -> None:
+    """Cap this process's address space at its current size plus ``limit_mb`` MB."""
+    if limit_mb is None:
+        return
+    try:
+        import resource
+
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            current = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError):
+        return  # not Linux: no cap
+    soft = current + limit_mb * 2**20
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def serve(conn: Connection, memory_limit_mb: int | None) -> None:
+    """Worker main loop: receive (loader, file, options), send back the file's rows."""
+    _limit_memory(memory_limit_mb)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        except Exception:  # noqa: BLE001 - any unpickling failure: the parent loads it
+            conn.send(UNPICKLABLE)
+            continue
+        if request is None:
+            return
+        loader, file, options = request
+        rows = load_with(loader, file, options)
+        if rows[0].error == "out of memory" and memory_limit_mb is not None:
+            rows = [failed_row(file, loader.name, f"out of memory (limit {memory_limit_mb} MB)")]
+        try:
+            payload = pickle.dumps(rows)
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            reason = f"loader error: its documents cannot be pickled: {exc}"
+            payload = pickle.dumps([failed_row(file, loader.name, reason)])
+        conn.send_bytes(payload)
+
+
+@dataclass(slots=True)
+class _Job:
+    index: int
+    file: FileRef
+    loader: Loader
+    deadline: float
+
+
+class _Worker:
+    """One worker process and the file it is loading."""
+
+    def __init__(self, options: LoaderOptions) -> None:
+        ctx = _mp_context()
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=serve, args=(child, options.memory_limit_mb), daemon=True, name="docflow-load"
+        )
+        self.process.start()
+        child.close()
+        self.job: _Job | None = None
+
+    def submit(self, job: _Job, options: LoaderOptions) -> bool:
+        """Send a file to the worker; False if the request cannot be pickled."""
+        try:
+            payload = pickle.dumps((job.loader, job.file, options))
+        except (pickle.PicklingError, AttributeError, TypeError):
+            return False
+        self.conn.send_bytes(payload)
+        self.job = job
+        return True
+
+    def died(self) -> str:
+        """Return the reason for a worker that is gone, after reaping it."""
+        self.process.join(timeout=1.0)
+        code = self.process.exitcode
+        self.kill()
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return f"loader process died ({how})"
+
+    def kill(self) -> None:
+        """End the worker now."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+    def stop(self) -> None:
+        """Ask an idle worker to exit; kill a busy or unresponsive one."""
+        if self.job is None:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.process.join(timeout=STOP_GRACE_S)
+        self.kill()
+
+
+def _start(options: LoaderOptions) -> _Worker | None:
+    """Start a worker; None (load in this process) if the system cannot start one."""
+    try:
+        return _Worker(options)
+    except OSError as exc:
+        log.warning("cannot start a load worker (%s): loading in process, without guards", exc)
+        return None
+
+
+def _resolve(file: FileRef, options: LoaderOptions) -> Loader | list[DocumentRow]:
+    """Return the file's configured loader, or its failed row if it has none."""
+    try:
+        return configured(loader_for(file), options)
+    except LoadError as exc:
+        return [failed_row(file, "", str(exc))]
+
+
+def iter_load_in_workers(files: Sequence[FileRef], options: LoaderOptions) -> Iterator[DocumentRow]:
+    """Yield the rows of ``files`` in order, loading them in ``options.workers`` processes.
+
+    Files load ahead of the one being yielded up to ``LOOKAHEAD_BYTES`` (at least two per
+    worker), so one slow file does not idle the others and memory stays bounded.
+    """
+    count = max(1, options.workers)
+    workers: list[_Worker] = []
+    done: dict[int, list[DocumentRow]] = {}
+    next_out = next_in = 0
+    try:
+        while next_out < len(files):
+            while next_in < len(files) and (
+                next_in < next_out + 2 * count
+                or sum(f.size for f in files[next_out : next_in + 1]) <= LOOKAHEAD_BYTES
+            ):
+                idle = [w for w in workers if w.job is None]
+                if not idle and len(workers) >= count:
+                    break
+                file = files[next_in]
+                loader = _resolve(file, options)
+                if isinstance(loader, list):
+                    done[next_in] = loader
+                else:
+                    worker = idle[0] if idle else _start(options)
+                    if worker is not None and worker not in workers:
+                        workers.append(worker)
+                    job = _Job(next_in, file, loader, time.monotonic() + options.timeout_s)
+                    if worker is None or not worker.submit(job, options):
+                        done[next_in] = load_with(loader, file, options)
+                next_in += 1
+            while next_out in done:
+                yield from done.pop(next_out)
+                next_out += 1
+            busy = [w for w in workers if w.job is not None]
+            if busy and next_out not in done:
+                _collect(busy, workers, done, options)
+    finally:
+        for worker in workers:
+            worker.stop()
+
+
+def _collect(
+    busy: list[_Worker],
+    workers: list[_Worker],
+    done: dict[int, list[DocumentRow]],
+    options: LoaderOptions,
+) -> None:
+    """Wait for the first answer or deadline among busy workers and record the outcome."""
+    deadline = min(w.job.deadline for w in busy if w.job is not None)
+    ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - time.monotonic()))
+    now = time.monotonic()
+    for worker in busy:
+        job = worker.job
+        assert job is not None
+        if worker.conn in ready:
+            try:
+                answer = worker.conn.recv()
+            except (EOFError, OSError):
+                answer = [failed_row(job.file, job.loader.name, worker.died())]
+                workers.remove(worker)
+            if answer == UNPICKLABLE:
+                answer = load_with(job.loader, job.file, options)
+            done[job.index] = answer
+            worker.job = None
+        elif now >= job.deadline:
+            log.debug("%s timed out after %s s", job.file.source, options.timeout_s)
+            worker.kill()
+            workers.remove(worker)
+            reason = f"timed out after {options.timeout_s:g} s"
+            done[job.index] = [failed_row(job.file, job.loader.name, reason)]

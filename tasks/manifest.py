@@ -1,0 +1,281 @@
+"""The manifest (``<data_dir>/state.db``, SQLite): what the index holds, per source file.
+
+One row per (collection, source): the file's sha256, the splitter fingerprint it was split
+with, its status, the chunk ids that are committed to the store, and the ids a batch was
+about to write (``pending_ids``) when it started. The protocol of one batch:
+
+1. :meth:`Manifest.begin` records the new chunk ids as pending (status "pending");
+2. the store upserts the new chunks, then deletes committed + pending ids not produced now;
+3. :meth:`Manifest.commit` makes the new ids the committed ones (status "done").
+
+A crash anywhere leaves a row that the next run treats as changed, and the stale set it
+deletes covers every id that may have reached the store, so reruns converge to exactly
+what a from-scratch ingest produces. The ``pointers`` table maps a logical collection name
+to the physical Chroma collection that serves it (see reingest).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    collection   TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    root         TEXT NOT NULL,
+    sha256       TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    status       TEXT NOT NULL,          -- pending | done | failed
+    error        TEXT,
+    chunk_ids    TEXT NOT NULL DEFAULT '[]',
+    pending_ids  TEXT NOT NULL DEFAULT '[]',
+    run_id       TEXT NOT NULL,
+    updated_at   REAL NOT NULL,
+    PRIMARY KEY (collection, source)
+);
+CREATE TABLE IF NOT EXISTS pointers (
+    name      TEXT PRIMARY KEY,
+    physical  TEXT NOT NULL,
+    run_id    TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """The manifest row of one source file."""
+
+    source: str
+    root: str
+    sha256: str
+    fingerprint: str
+    status: str
+    error: str | None
+    chunk_ids: tuple[str, ...]
+    pending_ids: tuple[str, ...]
+    run_id: str
+
+    @property
+    def stored_ids(self) -> set[str]:
+        """Return every id that may be in the store for this file (committed or pending)."""
+        return set(self.chunk_ids) | set(self.pending_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class FileUpdate:
+    """What a batch wants the manifest to say about one file."""
+
+    source: str
+    root: str
+    sha256: str
+    fingerprint: str
+    status: str  # "done" or "failed"
+    chunk_ids: tuple[str, ...] = ()
+    error: str | None = None
+
+
+class Manifest:
+    """Transactional access to ``state.db``; open one per use, it is cheap."""
+
+    def __init__(self, path: Path):
+        """Open (and create) the manifest database at ``path``."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(path, timeout=60, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(SCHEMA)
+
+    @classmethod
+    def open(cls, data_dir: Path) -> Manifest:
+        """Open the manifest of a data dir."""
+        return cls(data_dir / "state.db")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+    def __enter__(self) -> Manifest:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- files ------------------------------------------------------------------------------
+
+    def files(self, collection: str) -> dict[str, FileState]:
+        """Return every file row of ``collection`` by source."""
+        rows = self.db.execute(
+            "SELECT source, root, sha256, fingerprint, status, error, chunk_ids, pending_ids, "
+            "run_id FROM files WHERE collection = ?",
+            (collection,),
+        ).fetchall()
+        return {
+            r[0]: FileState(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                tuple(json.loads(r[6])),
+                tuple(json.loads(r[7])),
+                r[8],
+            )
+            for r in rows
+        }
+
+    def begin(self, collection: str, run_id: str, updates: Sequence[FileUpdate]) -> None:
+        """Record the chunk ids a batch is about to write, before it writes them.
+
+        Pending ids accumulate until a commit, so ids of an interrupted attempt are never
+        forgotten; the row's status becomes "pending", which the next run treats as changed.
+        """
+        now = time.time()
+        with self._transaction() as db:
+            for u in updates:
+                row = db.execute(
+                    "SELECT pending_ids FROM files WHERE collection = ? AND source = ?",
+                    (collection, u.source),
+                ).fetchone()
+                pending = set(json.loads(row[0])) if row else set()
+                db.execute(
+                    "INSERT INTO files (collection, source, root, sha256, fingerprint, status, "
+                    "pending_ids, run_id, updated_at) VALUES (?, ?, ?, '', ?, 'pending', ?, ?, ?) "
+                    "ON CONFLICT (collection, source) DO UPDATE SET status = 'pending', "
+                    "pending_ids = excluded.pending_ids, run_id = excluded.run_id, "
+                    "updated_at = excluded.updated_at",
+                    (
+                        collection,
+                        u.source,
+                        u.root,
+                        u.fingerprint,
+                        _ids(pending | set(u.chunk_ids)),
+                        run_id,
+                        now,
+                    ),
+                )
+
+    def commit(
+        self,
+        collection: str,
+        run_id: str,
+        updates: Sequence[FileUpdate],
+        failed: Sequence[tuple[str, str, str]] = (),
+    ) -> None:
+        """Make a batch's chunk ids the committed ones (after they are in the store).
+
+        ``failed`` lists (source, root, error) of files that did not load: they are marked
+        failed with their error and keep their committed ids and fingerprint (the next run
+        retries them); their pending ids are cleared (the caller deleted them).
+        """
+        now = time.time()
+        with self._transaction() as db:
+            for source, root, error in failed:
+                db.execute(
+                    "INSERT INTO files (collection, source, root, sha256, fingerprint, status, "
+                    "error, run_id, updated_at) VALUES (?, ?, ?, '', '', 'failed', ?, ?, ?) "
+                    "ON CONFLICT (collection, source) DO UPDATE SET status = 'failed', "
+                    "error = excluded.error, pending_ids = '[]', run_id = excluded.run_id, "
+                    "updated_at = excluded.updated_at",
+                    (collection, source, root, error, run_id, now),
+                )
+            for u in updates:
+                db.execute(
+                    "INSERT INTO files (collection, source, root, sha256, fingerprint, status, "
+                    "error, chunk_ids, pending_ids, run_id, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, '[]', ?, ?) "
+                    "ON CONFLICT (collection, source) DO UPDATE SET root = excluded.root, "
+                    "sha256 = excluded.sha256, fingerprint = excluded.fingerprint, "
+                    "status = excluded.status, error = excluded.error, "
+                    "chunk_ids = excluded.chunk_ids, pending_ids = '[]', "
+                    "run_id = excluded.run_id, updated_at = excluded.updated_at",
+                    (
+                        collection,
+                        u.source,
+                        u.root,
+                        u.sha256,
+                        u.fingerprint,
+                        u.status,
+                        u.error,
+                        _ids(u.chunk_ids),
+                        run_id,
+                        now,
+                    ),
+                )
+
+    def forget(self, collection: str, sources: Iterable[str]) -> None:
+        """Remove the rows of deleted files (after their chunks left the store)."""
+        with self._transaction() as db:
+            db.executemany(
+                "DELETE FROM files WHERE collection = ? AND source = ?",
+                [(collection, s) for s in sources],
+            )
+
+    def drop_collection(self, collection: str) -> None:
+        """Remove every file row of a (physical) collection."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM files WHERE collection = ?", (collection,))
+
+    def live_chunk_ids(self, collection: str) -> set[str]:
+        """Return the committed chunk ids of a collection (what the store should hold)."""
+        return {i for f in self.files(collection).values() for i in f.chunk_ids}
+
+    # -- pointers ---------------------------------------------------------------------------
+
+    def physical(self, name: str) -> str:
+        """Return the physical collection serving logical ``name`` (itself by default)."""
+        row = self.db.execute("SELECT physical FROM pointers WHERE name = ?", (name,)).fetchone()
+        return str(row[0]) if row else name
+
+    def switch(self, name: str, physical: str, run_id: str, move_from: str | None = None) -> None:
+        """Point logical ``name`` at ``physical`` (atomically).
+
+        With ``move_from``, the file rows of that physical collection move to ``physical``
+        in the same transaction (a restore copies a collection under a new name).
+        """
+        with self._transaction() as db:
+            if move_from is not None:
+                db.execute("DELETE FROM files WHERE collection = ?", (physical,))
+                db.execute(
+                    "UPDATE files SET collection = ? WHERE collection = ?", (physical, move_from)
+                )
+            db.execute(
+                "INSERT INTO pointers (name, physical, run_id) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET physical = excluded.physical, "
+                "run_id = excluded.run_id",
+                (name, physical, run_id),
+            )
+
+    def drop_pointer(self, name: str) -> None:
+        """Forget the pointer of logical ``name``."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM pointers WHERE name = ?", (name,))
+
+
+def serving_collection(data_dir: Path, name: str) -> str:
+    """Return the physical collection serving ``name``, without creating any state."""
+    if not (data_dir / "state.db").exists():
+        return name
+    with Manifest.open(data_dir) as manifest:
+        return manifest.physical(name)
+
+
+def _ids(ids: Iterable[str]) -> str:
+    return json.dumps(sorted(ids))

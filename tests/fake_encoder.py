@@ -1,0 +1,28 @@
+"""A deterministic, fast stand-in encoder for tests whose subject is not embedding."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+
+class HashEncoder:
+    """Hash words into a fixed-size bag-of-words vector, normalised (similar texts are close)."""
+
+    def __init__(self, dimension: int = 64):
+        self.dimension = dimension
+
+    def get_embedding_dimension(self) -> int:
+        return self.dimension
+
+    def encode(self, texts: list[str], **_: Any) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little")
+                out[row, h % self.dimension] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms

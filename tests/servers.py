@@ -1,0 +1,170 @@
+"""Start and stop the real servers the orchestration tests and benchmark need, on loopback.
+
+A Prefect server (SQLite, with the batch settings that avoid 503s), a process worker and a
+Chroma server, each a child process in its own session so that stopping it also stops what
+it started (a worker's flow-run subprocesses). Ports are free loopback ports; every
+``PREFECT_HOME`` is a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import REPO
+
+BIN = Path(sys.executable).parent
+
+#: Server settings from docs/prefect-recipe.md §1: keep SQLite from answering 503.
+SERVER_ENV = {
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "200",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "500",
+    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_READ_BATCH_SIZE": "100",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_UI_ENABLED": "false",
+}
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Proc:
+    """A child process started by a test, with its log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, n: int = 40) -> str:
+        """Return the last ``n`` lines of the process's log."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM the process's group, then SIGKILL it if it is still there after ``timeout``."""
+        if self.popen.poll() is not None:
+            return
+        pgid = os.getpgid(self.popen.pid)
+        os.killpg(pgid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(pgid, signal.SIGKILL)
+            self.popen.wait(10)
+
+
+def spawn(name: str, cmd: list[str], env: Mapping[str, str], log: Path, cwd: Path = REPO) -> Proc:
+    """Start ``cmd`` in a new session with its output in ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        popen = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return Proc(name, popen, log)
+
+
+def wait_http(proc: Proc, url: str, timeout: float) -> float:
+    """Wait until ``url`` answers 200; return the seconds it took.
+
+    Raises:
+        RuntimeError: If the process exits or ``timeout`` passes first (with its log tail).
+    """
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if proc.popen.poll() is not None:
+            raise RuntimeError(f"{proc.name} exited ({proc.popen.returncode}):\n{proc.tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return time.perf_counter() - t0
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.3)
+    proc.stop()
+    raise RuntimeError(f"{proc.name} not ready after {timeout:.0f} s:\n{proc.tail()}")
+
+
+def base_env(home: Path, api_url: str | None = None) -> dict[str, str]:
+    """Return this process's environment with a private PREFECT_HOME (and the server URL)."""
+    env = {**os.environ, "PREFECT_HOME": str(home)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    if api_url:
+        env["PREFECT_API_URL"] = api_url
+    else:
+        env.pop("PREFECT_API_URL", None)
+    return env
+
+
+def start_prefect_server(home: Path, port: int, logs: Path) -> tuple[Proc, str, float]:
+    """Start ``prefect server start`` on 127.0.0.1:``port``; return it, its API URL, start s."""
+    env = {**base_env(home), **SERVER_ENV}
+    proc = spawn(
+        "prefect server",
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env,
+        logs / "prefect-server.log",
+    )
+    api = f"http://127.0.0.1:{port}/api"
+    return proc, api, wait_http(proc, f"{api}/health", 180)
+
+
+def start_worker(home: Path, api_url: str, pool: str, logs: Path) -> Proc:
+    """Start a process worker on ``pool`` polling every 2 s (SIGTERM stops it cleanly)."""
+    env = {**base_env(home, api_url), "PREFECT_WORKER_QUERY_SECONDS": "2"}
+    return spawn(
+        "prefect worker",
+        [
+            "env",
+            "--default-signal=INT",
+            str(BIN / "prefect"),
+            "worker",
+            "start",
+            "--pool",
+            pool,
+            "--name",
+            "docflow-test-worker",
+        ],
+        env,
+        logs / "prefect-worker.log",
+    )
+
+
+def start_chroma(path: Path, port: int, logs: Path) -> tuple[Proc, float]:
+    """Start ``chroma run`` on 127.0.0.1:``port`` storing in ``path``; return it and start s."""
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    proc = spawn(
+        "chroma",
+        [
+            str(BIN / "chroma"),
+            "run",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--path",
+            str(path),
+        ],
+        env,
+        logs / "chroma.log",
+    )
+    return proc, wait_http(proc, f"http://127.0.0.1:{port}/api/v2/heartbeat", 60)

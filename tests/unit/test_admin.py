@@ -1,0 +1,320 @@
+"""Unit tests for tasks/admin.py: collection versions, clear and restore (real Chroma, tables)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.admin import clear, drop_versions, restore, version_name, versions
+from tasks.cache import EmbeddingCache
+from tasks.documents import Chunk, Document, make_chunk_id
+from tasks.errors import StoreError
+from tasks.manifest import FileUpdate, Manifest, serving_collection
+from tasks.runs import RunContext, new_run_id
+from tasks.store import ChromaStore, collection_names, make_client
+from tasks.sync import commit_batch
+from tasks.tables import (
+    DocumentRow,
+    chunks_table,
+    documents_table,
+    embeddings_table,
+    part_path,
+    table_dir,
+    write_atomic,
+    write_run,
+)
+
+DIM = 8
+MODEL = "test-model"
+FP = "fp-1"
+NAME = "docflow"
+
+
+def unit_vectors(n: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def chunks_of(source: str, texts: Sequence[str]) -> list[Chunk]:
+    doc = Document(" ".join(texts), {"source": source})
+    starts = np.cumsum([0] + [len(t) + 1 for t in texts[:-1]]).tolist()
+    return [
+        Chunk(
+            chunk_id=make_chunk_id(doc.doc_id, FP, start, text),
+            doc_id=doc.doc_id,
+            source=source,
+            chunk_index=i,
+            start_index=start,
+            end_index=start + len(text),
+            text=text,
+            n_chars=len(text),
+            metadata={"source": source, "title": source.upper()},
+        )
+        for i, (start, text) in enumerate(zip(starts, texts, strict=True))
+    ]
+
+
+def names(data_dir: Path) -> set[str]:
+    return set(collection_names(make_client(path=data_dir / "chroma")))
+
+
+def make_collection(data_dir: Path, physical: str, rows: int = 0) -> None:
+    """Create a collection with one manifest row per ``rows`` (sources f0.md, f1.md...)."""
+    ChromaStore.open(data_dir, physical).collection(MODEL, DIM)
+    with Manifest.open(data_dir) as m:
+        m.commit(
+            physical,
+            "r",
+            [
+                FileUpdate(f"f{i}.md", "/root", "s", FP, "done", (f"{physical}-{i}",))
+                for i in range(rows)
+            ],
+        )
+
+
+def ingest(
+    data_dir: Path,
+    physical: str,
+    files: Mapping[str, Sequence[str]],
+    run_id: str,
+    collection: str = NAME,
+    seed: int = 0,
+    model: str = MODEL,
+    dim: int = DIM,
+) -> list[Chunk]:
+    """Write one batch like a run does: table parts, then store + manifest, then a runs row."""
+    chunks = [c for source, texts in files.items() for c in chunks_of(source, texts)]
+    vectors = unit_vectors(len(chunks), seed, dim)
+    rows = [
+        DocumentRow(s, f"sha-{s}-{seed}", "text", "loaded", document=Document("x", {"source": s}))
+        for s in files
+    ]
+    write_atomic(documents_table(rows), part_path(data_dir, "documents", run_id, 0))
+    write_atomic(chunks_table(chunks), part_path(data_dir, "chunks", run_id, 0))
+    ids = [c.chunk_id for c in chunks]
+    write_atomic(
+        embeddings_table(ids, model, vectors), part_path(data_dir, "embeddings", run_id, 0)
+    )
+    store = ChromaStore.open(data_dir, physical)
+    store.ensure(model, lambda: dim)
+    ctx = RunContext(run_id, str(data_dir), collection, physical, "/root", FP, model)
+    with Manifest.open(data_dir) as manifest:
+        commit_batch(ctx, store, manifest, rows, chunks, vectors)
+    write_run(data_dir, run_id, {"run_id": run_id, "collection": collection, "status": "completed"})
+    return chunks
+
+
+def snapshot(data_dir: Path, physical: str) -> dict[str, tuple[str, list[float], dict[str, Any]]]:
+    got = (
+        ChromaStore.open(data_dir, physical)
+        .collection()
+        .get(include=["documents", "embeddings", "metadatas"])
+    )
+    return {
+        cid: (text, np.asarray(vec, dtype=np.float32).tolist(), dict(meta))
+        for cid, text, vec, meta in zip(
+            got["ids"], got["documents"], got["embeddings"], got["metadatas"], strict=True
+        )
+    }
+
+
+# -- versions -------------------------------------------------------------------------------
+
+
+def test_version_name_format() -> None:
+    assert version_name(NAME, "20240501T101112-0a1b2c") == "docflow--v20240501T101112-0a1b2c"
+
+
+@pytest.mark.parametrize(
+    ("name", "decoys"),
+    [
+        (
+            NAME,
+            ["docflow-other", "docflowx", "docflow--vbogus", "other--v{rid}", "docflow-o--v{rid}"],
+        ),
+        ("my.docs", ["myXdocs--v{rid}", "my.docs2", "my.docs--v{rid}x"]),
+    ],
+)
+def test_versions_finds_the_name_and_its_version_names_only(
+    data_dir: Path, name: str, decoys: list[str]
+) -> None:
+    rid1, rid2 = "20240501T101112-0a1b2c", new_run_id()
+    mine = [name, version_name(name, rid1), version_name(name, rid2)]
+    for physical in mine + [d.format(rid=rid1) for d in decoys]:
+        make_collection(data_dir, physical)
+    assert versions(data_dir, name) == sorted(mine)
+
+
+def test_drop_versions_keeps_the_named_one_and_other_names(data_dir: Path) -> None:
+    keep, old = version_name(NAME, new_run_id()), version_name(NAME, "20200101T000000-abcdef")
+    other, other_version = "docflow-other", version_name("docflow-other", new_run_id())
+    for physical in (NAME, keep, old, other, other_version):
+        make_collection(data_dir, physical, rows=2)
+    dropped = drop_versions(data_dir, NAME, keep=keep)
+    assert sorted(dropped) == sorted([NAME, old])
+    assert names(data_dir) == {keep, other, other_version}
+    with Manifest.open(data_dir) as m:
+        assert m.files(NAME) == {} and m.files(old) == {}
+        for physical in (keep, other, other_version):
+            assert len(m.files(physical)) == 2
+
+
+# -- clear ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("drop_cache", [False, True])
+def test_clear_drops_this_collection_only(data_dir: Path, drop_cache: bool) -> None:
+    rid_mine, rid_other = new_run_id(), new_run_id()
+    physical = version_name(NAME, rid_mine)
+    ingest(data_dir, physical, {"a.md": ["one", "two"]}, rid_mine)
+    make_collection(data_dir, NAME, rows=1)  # a leftover unversioned collection
+    with Manifest.open(data_dir) as m:
+        m.switch(NAME, physical, rid_mine)
+    ingest(data_dir, "docflow-other", {"b.md": ["bee"]}, rid_other, collection="docflow-other")
+    cache = EmbeddingCache.open(data_dir)
+    cache.put(MODEL, ["cached text"], unit_vectors(1))
+    cache.close()
+
+    result = clear(data_dir, NAME, drop_cache=drop_cache)
+
+    assert sorted(result.collections) == sorted([NAME, physical])
+    assert (result.runs, result.cache_dropped) == (1, drop_cache)
+    assert names(data_dir) == {"docflow-other"}
+    with Manifest.open(data_dir) as m:
+        assert m.physical(NAME) == NAME
+        assert m.files(NAME) == {} and m.files(physical) == {}
+        assert set(m.files("docflow-other")) == {"b.md"}
+    for table in ("documents", "chunks", "embeddings"):
+        assert not (table_dir(data_dir, table) / f"run_id={rid_mine}").exists()
+        assert part_path(data_dir, table, rid_other, 0).is_file()
+    assert not (table_dir(data_dir, "runs") / f"{rid_mine}.parquet").exists()
+    assert (table_dir(data_dir, "runs") / f"{rid_other}.parquet").is_file()
+    assert (data_dir / "cache").exists() is not drop_cache
+    if not drop_cache:
+        cache = EmbeddingCache.open(data_dir)
+        assert cache.get(MODEL, ["cached text"])[0] is not None
+        cache.close()
+
+
+def test_clear_of_an_empty_data_dir(data_dir: Path) -> None:
+    result = clear(data_dir, NAME)
+    assert (result.collections, result.runs, result.cache_dropped) == ([], 0, False)
+
+
+# -- restore --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lost", [False, True], ids=["old-present", "old-lost"])
+def test_restore_rebuilds_the_serving_collection_from_the_tables(
+    data_dir: Path, lost: bool
+) -> None:
+    r1, r2, r3 = "20240101T000000-aaaaaa", "20240102T000000-bbbbbb", "20240103T000000-cccccc"
+    ingest(data_dir, NAME, {"a.md": ["one", "two", "three"], "b.md": ["bee"]}, r1, seed=1)
+    ingest(data_dir, NAME, {"a.md": ["one", "TWO", "three"]}, r2, seed=2)  # one stale chunk
+    old = ChromaStore.open(data_dir, NAME)
+    old.update_metadata(content_fingerprint=FP)
+    before = snapshot(data_dir, NAME)
+    with Manifest.open(data_dir) as m:
+        rows = m.files(NAME)
+        assert set(before) == m.live_chunk_ids(NAME)
+    assert len(before) == 4
+    if lost:
+        old.drop()
+
+    result = restore(data_dir, NAME, r3)
+
+    physical = version_name(NAME, r3)
+    assert (result.physical, result.chunks, result.missing) == (physical, 4, 0)
+    assert snapshot(data_dir, physical) == before  # ids, texts, vectors and metadata
+    assert names(data_dir) == {physical}
+    assert serving_collection(data_dir, NAME) == physical
+    with Manifest.open(data_dir) as m:
+        assert m.files(NAME) == {}
+        assert m.files(physical) == rows
+    meta = ChromaStore.open(data_dir, physical).metadata()
+    assert (meta["embedding_model"], meta["dimension"]) == (MODEL, DIM)
+    assert meta.get("content_fingerprint") == (None if lost else FP)
+
+
+def test_restore_follows_the_pointer_of_a_restored_version(data_dir: Path) -> None:
+    r1, r2, r3 = "20240101T000000-aaaaaa", "20240102T000000-bbbbbb", "20240103T000000-cccccc"
+    ingest(data_dir, NAME, {"a.md": ["one", "two"]}, r1)
+    before = snapshot(data_dir, NAME)
+    first = restore(data_dir, NAME, r2)
+    second = restore(data_dir, NAME, r3)
+    assert names(data_dir) == {second.physical}
+    assert serving_collection(data_dir, NAME) == second.physical != first.physical
+    assert snapshot(data_dir, second.physical) == before
+
+
+def test_restore_after_a_reingest_with_a_model_of_another_dimension(data_dir: Path) -> None:
+    r1, r2 = "20240101T000000-aaaaaa", "20240102T000000-bbbbbb"
+    ingest(data_dir, NAME, {"a.md": ["one", "two"]}, r1)
+    physical = version_name(NAME, r2)  # what docflow reingest --model new-model does
+    ingest(data_dir, physical, {"a.md": ["one", "two"]}, r2, model="new-model", dim=2 * DIM)
+    with Manifest.open(data_dir) as m:
+        m.switch(NAME, physical, r2)
+    drop_versions(data_dir, NAME, keep=physical)
+    before = snapshot(data_dir, physical)
+    result = restore(data_dir, NAME, "20240103T000000-cccccc")
+    assert (result.chunks, result.missing) == (2, 0)
+    assert snapshot(data_dir, result.physical) == before
+
+
+def test_restore_counts_live_chunks_missing_from_the_tables(data_dir: Path) -> None:
+    r1 = "20240101T000000-aaaaaa"
+    ingest(data_dir, NAME, {"a.md": ["one", "two"]}, r1)
+    extra = chunks_of("b.md", ["not in any table"])
+    ctx = RunContext("r-x", str(data_dir), NAME, NAME, "/root", FP, MODEL)
+    row = DocumentRow("b.md", "sha", "text", "loaded", document=Document("x", {"source": "b.md"}))
+    with Manifest.open(data_dir) as m:
+        commit_batch(ctx, ChromaStore.open(data_dir, NAME), m, [row], extra, unit_vectors(1))
+    result = restore(data_dir, NAME, new_run_id())
+    assert (result.chunks, result.missing) == (2, 1)
+
+
+def test_restore_with_an_empty_manifest_raises(data_dir: Path) -> None:
+    make_collection(data_dir, NAME)
+    with pytest.raises(StoreError, match="nothing to restore"):
+        restore(data_dir, NAME, new_run_id())
+    assert names(data_dir) == {NAME}
+
+
+def _tables_removed(data_dir: Path) -> None:
+    for table in ("documents", "chunks", "embeddings"):
+        for part in table_dir(data_dir, table).rglob("*.parquet"):
+            part.unlink()
+
+
+def _vectors_of_another_model(data_dir: Path) -> None:
+    (part,) = table_dir(data_dir, "embeddings").rglob("*.parquet")
+    ids = pq.read_table(part).column("chunk_id").to_pylist()
+    write_atomic(embeddings_table(ids, "other-model", unit_vectors(len(ids))), part)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(
+            _tables_removed,
+            id="no-table-parts",
+        ),
+        pytest.param(_vectors_of_another_model, id="vectors-of-another-model"),
+    ],
+)
+def test_restore_without_usable_vectors_raises_and_keeps_the_old_collection(
+    data_dir: Path, damage: Callable[[Path], None]
+) -> None:
+    ingest(data_dir, NAME, {"a.md": ["one", "two"]}, "20240101T000000-aaaaaa")
+    before = snapshot(data_dir, NAME)
+    damage(data_dir)
+    with pytest.raises(StoreError, match="no stored vectors"):
+        restore(data_dir, NAME, new_run_id())
+    assert names(data_dir) == {NAME}
+    assert serving_collection(data_dir, NAME) == NAME
+    assert snapshot(data_dir, NAME) == before

