@@ -11,11 +11,13 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from tasks.cache import EmbeddingCache
+from tasks.documents import Chunk
 from tasks.errors import EmbedError
 from tasks.failpoints import failpoint
 
@@ -145,6 +147,34 @@ class Embedder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+#: Characters of a document's description that go into the model input (it reads ~256
+#: word-pieces in all; the chunk itself must keep most of them).
+CONTEXT_DESCRIPTION_CHARS = 200
+
+
+def model_input(chunk: Chunk) -> str:
+    """Return what the model reads for a chunk: its document context, then its text.
+
+    A chunk alone often lacks what it is about: a section's parent headers, the page
+    title, or a front-matter description that the Markdown loader moved into metadata
+    (a page whose body is one directive is then all context). So the model reads a short
+    context block (the title, else the file's name; the description; the header path)
+    before the chunk text. The stored chunk text stays the exact span of the document.
+    """
+    meta = chunk.metadata
+    title = str(meta.get("title") or "").strip()
+    if not title:
+        title = PurePosixPath(chunk.source).stem.replace("-", " ").replace("_", " ").strip()
+    lines = [title] if title else []
+    description = " ".join(str(meta.get("description") or "").split())
+    if description:
+        lines.append(description[:CONTEXT_DESCRIPTION_CHARS])
+    path = " > ".join(h.text for h in chunk.headers)
+    if path and path != title:
+        lines.append(path)
+    return "\n".join(lines) + "\n\n" + chunk.text if lines else chunk.text
+
+
 def embed_with_cache(
     embedder: Embedder, cache: EmbeddingCache, texts: Sequence[str]
 ) -> tuple[np.ndarray, int]:
@@ -189,7 +219,7 @@ def embed_task(ctx: RunContext, chunks: PartRef, batch_size: int, batch: int) ->
     embedder = Embedder(ctx.model, batch_size=batch_size)
     cache = EmbeddingCache.open(Path(ctx.data_dir))
     try:
-        vectors, from_cache = embed_with_cache(embedder, cache, [c.text for c in rows])
+        vectors, from_cache = embed_with_cache(embedder, cache, [model_input(c) for c in rows])
     finally:
         cache.close()
     failpoint("embed:after-encode")

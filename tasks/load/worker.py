@@ -166,12 +166,31 @@ class _Worker:
 
 
 def _start(options: LoaderOptions) -> _Worker | None:
-    """Start a worker; None (load in this process) if the system cannot start one."""
+    """Start a worker; None (load in this process) if the system cannot start one.
+
+    A daemonic process may not have children: Dask's worker processes are daemonic unless
+    started with ``DASK_DISTRIBUTED__WORKER__DAEMON=False``. There files load in process,
+    under the size guard but without the time and memory guards.
+    """
+    if mp.current_process().daemon:
+        _warn_once("this process is daemonic (a Dask worker?)")
+        return None
     try:
         return _Worker(options)
     except OSError as exc:
-        log.warning("cannot start a load worker (%s): loading in process, without guards", exc)
+        _warn_once(str(exc))
         return None
+
+
+_warned = False
+
+
+def _warn_once(why: str) -> None:
+    """Log once per process that files load without the time and memory guards."""
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warning("cannot start a load worker (%s): loading in process, without guards", why)
 
 
 def _resolve(file: FileRef, options: LoaderOptions) -> Loader | list[DocumentRow]:

@@ -151,7 +151,7 @@ def test_console_script_end_to_end(tiny_corpus: Path, tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout)["files_seen"] == 3
+    assert json.loads(proc.stdout)["files_seen"] == 4  # .md, .txt and notes.csv
     proc = subprocess.run(
         [sys.executable, "-m", "flows", "query", "lamp beam", "--data-dir", str(tmp_path / "data")],
         capture_output=True,

@@ -98,3 +98,31 @@ def test_resolve_bundled_model_path(name: str) -> None:
 )
 def test_resolve_other_names_pass_through(name: str) -> None:
     assert resolve_model_path(name) == name
+
+
+def test_model_input_puts_document_context_before_the_exact_text() -> None:
+    from dataclasses import replace
+
+    from tasks.documents import Chunk, Header
+    from tasks.embed import model_input
+
+    chunk = Chunk(
+        chunk_id="c",
+        doc_id="d",
+        source="docs/aws/secrets_manager.md",
+        chunk_index=0,
+        start_index=0,
+        end_index=31,
+        text="::: prefect_aws.secrets_manager",
+        n_chars=31,
+        headers=(Header(1, "AWS"), Header(2, "Secrets")),
+        metadata={"description": "Tasks for  interacting with\nAWS Secrets Manager"},
+    )
+    assert model_input(chunk) == (
+        "secrets manager\nTasks for interacting with AWS Secrets Manager\nAWS > Secrets\n\n"
+        "::: prefect_aws.secrets_manager"
+    )
+    titled = replace(chunk, metadata={"title": "AWS"}, headers=(Header(1, "AWS"),))
+    assert model_input(titled) == "AWS\n\n::: prefect_aws.secrets_manager"  # no repeated path
+    bare = replace(chunk, source="", metadata={}, headers=())
+    assert model_input(bare) == bare.text

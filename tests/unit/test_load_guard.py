@@ -211,3 +211,22 @@ def test_iter_load_is_lazy_and_stops_its_workers(tmp_path: Path) -> None:
     while any(p.name == "docflow-load" for p in mp.active_children()):
         assert time.monotonic() < deadline, "load workers left running"
         time.sleep(0.05)
+
+
+def _load_in_daemon(root: str, out: Any) -> None:
+    files = discover(Path(root), ["*"])
+    out.put([(r.source, r.status, r.document is not None) for r in load_batch(files)])
+
+
+def test_a_daemonic_process_loads_in_process(tmp_path: Path) -> None:
+    """Dask's worker processes are daemonic and may not start load workers: files still load."""
+    write_file(tmp_path, "a.txt", "alpha text\n")
+    write_file(tmp_path, "b.md", "# Beta\n\nbody\n")
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_load_in_daemon, args=(str(tmp_path), out), daemon=True)
+    proc.start()
+    rows = out.get(timeout=120)
+    proc.join(timeout=30)
+    assert proc.exitcode == 0
+    assert rows == [("a.txt", "loaded", True), ("b.md", "loaded", True)]
