@@ -1,5 +1,8 @@
 """Artifacts every ingest run publishes: a summary, its failures, chunk sizes, progress.
 
+A run that fails publishes them too (status "failed", with the error in the summary),
+so the Prefect UI shows how far it got and which files failed before it stopped.
+
 Keys are ``ingest-<kind>-<collection slug>`` (lowercase letters, digits and dashes), so
 the Prefect UI keeps one history per collection; each artifact is also linked to its flow
 run. The data comes from the run summary and the run's chunk table (``tasks/stats.py``).
@@ -7,9 +10,11 @@ run. The data comes from the run summary and the run's chunk table (``tasks/stat
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -21,7 +26,10 @@ from prefect.artifacts import (
 )
 
 from flows import progress
-from tasks.stats import Histogram
+from tasks.runs import RunSummary
+from tasks.stats import Histogram, chunk_sizes_task, run_histogram
+
+log = logging.getLogger(__name__)
 
 #: Width in characters of the longest bar of the chunk-size histogram.
 BAR_WIDTH = 30
@@ -80,12 +88,16 @@ def histogram_markdown(hist: Histogram, run_id: str) -> str:
     return "".join(lines)
 
 
-def publish_run(summary: Mapping[str, Any], hist: Histogram) -> None:
-    """Publish the summary table, the failures table and the chunk-size histogram."""
+def publish_run(summary: Mapping[str, Any], hist: Histogram, error: str | None = None) -> None:
+    """Publish the summary table, the failures table and the chunk-size histogram.
+
+    ``error``: why the run failed (a row of the summary table).
+    """
     collection, run_id = str(summary["collection"]), str(summary["run_id"])
     failures: Sequence[Mapping[str, str]] = summary.get("failures", [])
+    rows = summary_rows(summary) + ([{"field": "error", "value": error}] if error else [])
     create_table_artifact(
-        summary_rows(summary),
+        rows,
         key=artifact_key("ingest-summary", collection),
         description=f"Run {run_id} into {collection}: {summary.get('status', '')}",
     )
@@ -99,6 +111,26 @@ def publish_run(summary: Mapping[str, Any], hist: Histogram) -> None:
         key=artifact_key("ingest-chunk-sizes", collection),
         description=f"Chunk-size histogram of run {run_id}",
     )
+
+
+@contextmanager
+def published(summary: RunSummary, data_dir: str) -> Iterator[None]:
+    """Publish the run's artifacts when the block ends, whether it completes or fails.
+
+    A failure is re-raised after publishing (status "failed", the error in the summary);
+    a failure to publish then is logged, never raised over the run's own error.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        summary.status = "failed"
+        try:
+            hist = run_histogram(Path(data_dir), summary.run_id)
+            publish_run(summary.to_dict(), hist, f"{type(exc).__name__}: {exc}")
+        except Exception:
+            log.exception("could not publish the artifacts of failed run %s", summary.run_id)
+        raise
+    publish_run(summary.to_dict(), chunk_sizes_task(data_dir, summary.run_id))
 
 
 def publish_backfill(collection: str, rows: Sequence[Mapping[str, Any]]) -> None:

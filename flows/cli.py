@@ -66,6 +66,17 @@ def store_options(fn: F) -> F:
     return fn
 
 
+def tables_option(fn: F) -> F:
+    """The ``--tables-url`` option of the commands that read or drop the tables."""
+    option = click.option(
+        "--tables-url",
+        envvar="DOCFLOW_TABLES_URL",
+        help="Folder or fsspec URL of the Parquet tables "
+        "[what DATA_DIR recorded, else DATA_DIR/tables; env DOCFLOW_TABLES_URL].",
+    )
+    return option(fn)
+
+
 def ingest_options(fn: F) -> F:
     """Options shared by ``ingest``, ``reingest`` and ``backfill``."""
     options = [
@@ -77,8 +88,17 @@ def ingest_options(fn: F) -> F:
         click.option("--exclude", multiple=True, help="Glob to exclude (repeatable)."),
         click.option("--include-hidden", is_flag=True, default=None, help="Read hidden files too."),
         click.option("--data-dir", help="Data folder for tables, store and state [data]."),
+        click.option(
+            "--tables-url",
+            help="Folder or fsspec URL for the Parquet tables, e.g. s3://bucket/docflow "
+            "[what DATA_DIR recorded, else DATA_DIR/tables; env DOCFLOW_TABLES_URL].",
+        ),
         click.option("--collection", help="Chroma collection name [docflow]."),
-        click.option("--splitter", help="Splitting strategy [recursive]."),
+        click.option(
+            "--splitter",
+            help="Splitting strategy [auto]: auto, recursive, character, token, markdown, "
+            "html, code.",
+        ),
         click.option("--chunk-size", type=int, help="Maximum chunk size [1024]."),
         click.option("--chunk-overlap", type=int, help="Overlap between chunks [100]."),
         click.option("--length-unit", help="Unit of the sizes [chars]."),
@@ -250,6 +270,7 @@ def reingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
 @click.option("--drop-cache", is_flag=True, help="Also delete the embedding cache.")
 @click.option("--data-dir", default="data", show_default=True, help="Data folder.")
 @click.option("--collection", default="docflow", show_default=True, help="Collection name.")
+@tables_option
 @store_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def clear(
@@ -257,6 +278,7 @@ def clear(
     drop_cache: bool,
     data_dir: str,
     collection: str,
+    tables_url: str | None,
     chroma_host: str | None,
     chroma_port: int,
     as_json: bool,
@@ -281,6 +303,7 @@ def clear(
         result = clear_flow(
             ClearParams(
                 data_dir=data_dir,
+                tables_url=tables_url,
                 collection=collection,
                 drop_cache=drop_cache,
                 chroma_host=chroma_host,
@@ -298,10 +321,16 @@ def clear(
 @cli.command()
 @click.option("--data-dir", default="data", show_default=True, help="Data folder.")
 @click.option("--collection", default="docflow", show_default=True, help="Collection name.")
+@tables_option
 @store_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def restore(
-    data_dir: str, collection: str, chroma_host: str | None, chroma_port: int, as_json: bool
+    data_dir: str,
+    collection: str,
+    tables_url: str | None,
+    chroma_host: str | None,
+    chroma_port: int,
+    as_json: bool,
 ) -> None:
     """Rebuild the Chroma collection from the Parquet tables alone, with no embedding.
 
@@ -314,6 +343,7 @@ def restore(
         result = restore_flow(
             CollectionParams(
                 data_dir=data_dir,
+                tables_url=tables_url,
                 collection=collection,
                 chroma_host=chroma_host,
                 chroma_port=chroma_port,
@@ -400,23 +430,31 @@ def query(
 @cli.command()
 @click.option("--data-dir", default="data", show_default=True, help="Data folder.")
 @click.option("--collection", default="docflow", show_default=True, help="Collection name.")
+@tables_option
 @store_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def inspect(
-    data_dir: str, collection: str, chroma_host: str | None, chroma_port: int, as_json: bool
+    data_dir: str,
+    collection: str,
+    tables_url: str | None,
+    chroma_host: str | None,
+    chroma_port: int,
+    as_json: bool,
 ) -> None:
     """Show tables (rows, parts, bytes), the collection and the last runs.
 
     Example: docflow inspect --json
     """
     from flows.inspect import inspect_data
+    from tasks.tables import use_tables_url
 
     with _errors_to_exit_codes():
+        use_tables_url(Path(data_dir), tables_url)
         info = inspect_data(Path(data_dir), collection, host=chroma_host, port=chroma_port)
     if as_json:
         click.echo(json.dumps(info, ensure_ascii=False, default=str))
         return
-    click.echo(f"data dir: {info['data_dir']}")
+    click.echo(f"data dir: {info['data_dir']}  tables: {info['tables_url']}")
     for name, t in info["tables"].items():
         click.echo(
             f"  table {name:<11} {t['rows']:>8} rows  {t['parts']:>4} parts  {t['bytes']:>10} bytes"

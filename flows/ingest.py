@@ -30,10 +30,9 @@ from tasks.load.task import load_task
 from tasks.manifest import Manifest
 from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
-from tasks.stats import chunk_sizes_task
 from tasks.store import open_store_task, record_fingerprint_task
 from tasks.sync import delete_task, store_task
-from tasks.tables import PartRef, write_run
+from tasks.tables import PartRef, use_tables_url, write_run
 
 Stage = tuple[PrefectFuture[PartRef], PrefectFuture[PartRef], PrefectFuture[PartRef]]
 
@@ -53,31 +52,51 @@ def make_context(params: IngestParams, run_id: str, physical: str) -> RunContext
     )
 
 
-def run_ingest(params: IngestParams, ctx: RunContext, mode: str, full_refresh: bool) -> RunSummary:
-    """Run the stages of one ingest into ``ctx.physical`` (call inside a flow, lock held)."""
-    started = time.perf_counter()
-    summary = RunSummary(
+def new_summary(params: IngestParams, ctx: RunContext, mode: str) -> RunSummary:
+    """Return the summary of a run that starts now (call with the collection's lock held)."""
+    return RunSummary(
         run_id=ctx.run_id,
         collection=params.collection,
         mode=mode,
         physical=ctx.physical,
         started_at=dt.datetime.now(dt.UTC).isoformat(),
     )
-    write_run(params.data_path, ctx.run_id, summary.to_dict())
+
+
+def run_ingest(
+    params: IngestParams, ctx: RunContext, summary: RunSummary, full_refresh: bool
+) -> RunSummary:
+    """Run the stages of one ingest into ``ctx.physical`` (call inside a flow, lock held).
+
+    ``summary`` is filled in as the run goes (also when it fails, for the artifacts).
+    """
+    started = time.perf_counter()
+    # Beyond the summary, the runs row records what a restore needs to rebuild the
+    # manifest from the tables alone: the source root, the content fingerprint and the
+    # sources the run deleted (see tasks/admin.py).
+    extra: dict[str, Any] = {
+        "root": ctx.root,
+        "content_fingerprint": ctx.fingerprint,
+        "deleted_sources": [],
+    }
+    write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
     try:
-        _stages(params, ctx, summary, full_refresh)
+        extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)
     except BaseException:
         summary.status = "failed"
         summary.seconds = round(time.perf_counter() - started, 3)
-        write_run(params.data_path, ctx.run_id, summary.to_dict())
+        write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
         raise
     summary.status = "completed"
     summary.seconds = round(time.perf_counter() - started, 3)
-    write_run(params.data_path, ctx.run_id, summary.to_dict())
+    write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
     return summary
 
 
-def _stages(params: IngestParams, ctx: RunContext, summary: RunSummary, full_refresh: bool) -> None:
+def _stages(
+    params: IngestParams, ctx: RunContext, summary: RunSummary, full_refresh: bool
+) -> list[str]:
+    """Run the batches and deletions; return the sources deleted from the collection."""
     open_store_task(ctx.data_dir, ctx.physical, ctx.model, ctx.chroma_host, ctx.chroma_port)
     plan = plan_task(
         params.source,
@@ -122,6 +141,7 @@ def _stages(params: IngestParams, ctx: RunContext, summary: RunSummary, full_ref
     record_fingerprint_task(
         ctx.data_dir, ctx.physical, ctx.fingerprint, ctx.chroma_host, ctx.chroma_port
     )
+    return list(plan.deleted)
 
 
 # Prefect's stubs type futures-as-arguments and task runners loosely: hence the ignores.
@@ -138,11 +158,13 @@ def ingest(params: IngestParams | None = None) -> dict[str, Any]:
         params.data_path, params.collection, params.lock_timeout, params.chroma_host
     )
     with guard:
+        use_tables_url(params.data_path, params.tables_url)
         with Manifest.open(params.data_path) as manifest:
             physical = manifest.physical(params.collection)
         ctx = make_context(params, new_run_id(), physical)
         mode = "full-refresh" if params.full_refresh else "incremental"
-        with artifacts.track_progress(params.collection):
-            summary = run_ingest(params, ctx, mode, params.full_refresh)
-    artifacts.publish_run(summary.to_dict(), chunk_sizes_task(ctx.data_dir, ctx.run_id))
+        summary = new_summary(params, ctx, mode)
+        with artifacts.published(summary, ctx.data_dir):  # failed runs publish too
+            with artifacts.track_progress(params.collection):
+                run_ingest(params, ctx, summary, params.full_refresh)
     return summary.to_dict()

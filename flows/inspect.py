@@ -8,7 +8,7 @@ from typing import Any
 from tasks.errors import StoreError
 from tasks.manifest import serving_collection
 from tasks.store import ChromaStore
-from tasks.tables import read_table, table_dir
+from tasks.tables import part_sizes, read_table, tables_url
 
 TABLES = ("documents", "chunks", "embeddings", "runs")
 
@@ -23,12 +23,11 @@ def inspect_data(
     """Return counts and sizes of every table, the collection count and the last runs."""
     tables = {}
     for name in TABLES:
-        folder = table_dir(data_dir, name)
-        parts = sorted(folder.rglob("*.parquet")) if folder.exists() else []
+        sizes = part_sizes(data_dir, name)
         tables[name] = {
             "rows": read_table(data_dir, name).num_rows,
-            "parts": len(parts),
-            "bytes": sum(p.stat().st_size for p in parts),
+            "parts": len(sizes),
+            "bytes": sum(sizes),
         }
     try:
         physical = serving_collection(data_dir, collection)
@@ -44,4 +43,10 @@ def inspect_data(
     runs = read_table(data_dir, "runs")
     recent = runs.to_pylist()[-last_runs:] if runs.num_rows else []
     recent.sort(key=lambda r: str(r.get("run_id")), reverse=True)
-    return {"data_dir": str(data_dir), "tables": tables, "collection": info, "runs": recent}
+    return {
+        "data_dir": str(data_dir),
+        "tables_url": tables_url(data_dir),
+        "tables": tables,
+        "collection": info,
+        "runs": recent,
+    }

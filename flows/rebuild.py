@@ -13,7 +13,7 @@ from prefect import flow
 
 from flows import artifacts, runtime
 from flows.guard import collection_guard
-from flows.ingest import make_context, run_ingest
+from flows.ingest import make_context, new_summary, run_ingest
 from tasks.admin import (
     clear_task,
     drop_versions_task,
@@ -26,7 +26,7 @@ from tasks.failpoints import failpoint
 from tasks.manifest import Manifest
 from tasks.partitions import partition_params
 from tasks.runs import new_run_id
-from tasks.stats import chunk_sizes_task
+from tasks.tables import use_tables_url
 
 
 @flow(name="reingest", task_runner=runtime.task_runner())
@@ -41,18 +41,20 @@ def reingest(params: IngestParams | None = None) -> dict[str, Any]:
     params = partition_params(params, None) if params.source_template else params
     host, port = params.chroma_host, params.chroma_port
     with collection_guard(params.data_path, params.collection, params.lock_timeout, host):
+        use_tables_url(params.data_path, params.tables_url)
         with Manifest.open(params.data_path) as manifest:
             serving = manifest.physical(params.collection)
         drop_versions_task(str(params.data_path), params.collection, serving, host, port)
         run_id = new_run_id()
         physical = version_name(params.collection, run_id)
         ctx = make_context(params, run_id, physical)
-        with artifacts.track_progress(params.collection):
-            summary = run_ingest(params, ctx, "reingest", full_refresh=True)
-        failpoint("reingest:before-switch")
-        switch_task(ctx.data_dir, params.collection, physical, run_id)
-        drop_versions_task(ctx.data_dir, params.collection, physical, host, port)
-    artifacts.publish_run(summary.to_dict(), chunk_sizes_task(ctx.data_dir, ctx.run_id))
+        summary = new_summary(params, ctx, "reingest")
+        with artifacts.published(summary, ctx.data_dir):  # failed runs publish too
+            with artifacts.track_progress(params.collection):
+                run_ingest(params, ctx, summary, full_refresh=True)
+            failpoint("reingest:before-switch")
+            switch_task(ctx.data_dir, params.collection, physical, run_id)
+            drop_versions_task(ctx.data_dir, params.collection, physical, host, port)
     return summary.to_dict()
 
 
@@ -61,6 +63,7 @@ def restore_flow(params: CollectionParams | None = None) -> dict[str, Any]:
     """Rebuild the collection from the Parquet tables alone (no loading, no embedding)."""
     p = params or CollectionParams()
     with collection_guard(p.data_path, p.collection, p.lock_timeout, p.chroma_host):
+        use_tables_url(p.data_path, p.tables_url)
         result = restore_task(p.data_dir, p.collection, new_run_id(), p.chroma_host, p.chroma_port)
     return dataclasses.asdict(result)
 
@@ -70,5 +73,6 @@ def clear_flow(params: ClearParams | None = None) -> dict[str, Any]:
     """Drop the collection, its tables and manifest rows (and the cache if asked)."""
     p = params or ClearParams()
     with collection_guard(p.data_path, p.collection, p.lock_timeout, p.chroma_host):
+        use_tables_url(p.data_path, p.tables_url)
         result = clear_task(p.data_dir, p.collection, p.drop_cache, p.chroma_host, p.chroma_port)
     return dataclasses.asdict(result)

@@ -10,9 +10,11 @@ drops the leftover first).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shutil
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +22,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tasks.errors import StoreError
-from tasks.manifest import Manifest
+from tasks.manifest import FileUpdate, Manifest
 from tasks.store import ChromaStore, collection_names, make_client
-from tasks.tables import CHUNKS_SCHEMA, read_chunks_table, read_table, table_dir
+from tasks.tables import (
+    CHUNKS_SCHEMA,
+    list_parts,
+    read_chunks_table,
+    read_part,
+    read_table,
+    remove_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,23 +43,35 @@ def version_name(name: str, run_id: str) -> str:
     return f"{name}--v{run_id}"
 
 
+def is_version_of(name: str, physical: str) -> bool:
+    """Return whether ``physical`` is logical ``name`` itself or one of its rebuild versions."""
+    pattern = rf"{re.escape(name)}--v\d{{8}}T\d{{6}}-[0-9a-f]{{6}}"
+    return physical == name or re.fullmatch(pattern, physical) is not None
+
+
 def versions(data_dir: Path, name: str, host: str | None = None, port: int = 8000) -> list[str]:
     """Return every physical collection of logical ``name`` in the store (serving or not)."""
-    pattern = re.compile(rf"^{re.escape(name)}--v\d{{8}}T\d{{6}}-[0-9a-f]{{6}}$")
     client = make_client(path=data_dir / "chroma", host=host, port=port)
-    return sorted(n for n in collection_names(client) if n == name or pattern.match(n))
+    return sorted(n for n in collection_names(client) if is_version_of(name, n))
 
 
 def drop_versions(
     data_dir: Path, name: str, keep: str | None, host: str | None = None, port: int = 8000
 ) -> list[str]:
-    """Drop every physical version of ``name`` except ``keep``, and their manifest rows."""
-    dropped = [v for v in versions(data_dir, name, host, port) if v != keep]
+    """Drop every physical version of ``name`` except ``keep``, and their manifest rows.
+
+    Manifest rows go even for versions the store no longer lists (a lost or wiped Chroma
+    directory): left behind, they would make the next ingest skip every file as unchanged.
+    """
+    in_store = [v for v in versions(data_dir, name, host, port) if v != keep]
     with Manifest.open(data_dir) as manifest:
-        for physical in dropped:
+        in_manifest = [c for c in manifest.collections() if c != keep and is_version_of(name, c)]
+        for physical in in_store:
             ChromaStore.open(data_dir, physical, host, port).drop()
             manifest.drop_collection(physical)
-    return dropped
+        for physical in in_manifest:
+            manifest.drop_collection(physical)
+    return sorted(set(in_store) | set(in_manifest))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +99,7 @@ def clear(
         [r["run_id"] for r in runs.to_pylist() if r["collection"] == name] if runs.num_rows else []
     )
     for run_id in mine:
-        for table in ("documents", "chunks", "embeddings"):
-            shutil.rmtree(table_dir(data_dir, table) / f"run_id={run_id}", ignore_errors=True)
-        (table_dir(data_dir, "runs") / f"{run_id}.parquet").unlink(missing_ok=True)
+        remove_run(data_dir, run_id)
     if drop_cache:
         shutil.rmtree(data_dir / "cache", ignore_errors=True)
     return ClearResult(dropped, len(mine), drop_cache)
@@ -102,16 +120,28 @@ def restore(
     """Rebuild the serving collection from the Parquet tables, with no embedding.
 
     The manifest says which chunk ids are live; their rows and vectors come from whatever
-    run's parts hold them. The copy is built under a new name and switched in atomically.
+    run's parts hold them. Without manifest rows (``state.db`` lost or emptied), the live
+    chunks and the manifest rows themselves are derived from the tables (see
+    :func:`state_from_tables`). The copy is built under a new name and switched in
+    atomically, with the content fingerprint recorded on it.
 
     Raises:
         StoreError: If there is nothing to restore or the vectors are missing.
     """
     with Manifest.open(data_dir) as manifest:
         active = manifest.physical(name)
-        live = manifest.live_chunk_ids(active)
+        files = manifest.files(active)
+    live = {i for f in files.values() for i in f.chunk_ids}
+    known = {f.fingerprint for f in files.values() if f.chunk_ids}
+    fingerprint = known.pop() if len(known) == 1 else None
+    rebuilt: list[FileUpdate] = []
     if not live:
-        raise StoreError(f"nothing to restore: the manifest has no chunks for {name!r}")
+        rebuilt, fingerprint = state_from_tables(data_dir, name)
+        live = {i for r in rebuilt for i in r.chunk_ids}
+    if not live:
+        raise StoreError(
+            f"nothing to restore: neither the manifest nor the tables hold chunks of {name!r}"
+        )
     old = ChromaStore.open(data_dir, active, host, port)
     meta = old.metadata() if old.exists() else {}
     model = str(meta.get("embedding_model") or _newest_model(data_dir))
@@ -133,24 +163,75 @@ def restore(
     new = ChromaStore.open(data_dir, physical, host, port)
     new.collection(model, int(vectors.shape[1]))
     new.upsert(chunks, vectors)
-    if "content_fingerprint" in meta:
-        new.update_metadata(content_fingerprint=meta["content_fingerprint"])
+    fingerprint = str(meta.get("content_fingerprint") or fingerprint or "")
+    if fingerprint:
+        new.update_metadata(content_fingerprint=fingerprint)
     with Manifest.open(data_dir) as manifest:
-        manifest.switch(name, physical, run_id, move_from=active)
+        manifest.switch(name, physical, run_id, move_from=active, rows=rebuilt)
     old.drop()
     return RestoreResult(physical, len(chunks), len(live) - len(chunks))
 
 
-def _parts_newest_first(data_dir: Path, table: str) -> list[Path]:
+def state_from_tables(data_dir: Path, name: str) -> tuple[list[FileUpdate], str | None]:
+    """Derive the manifest rows of collection ``name`` from the tables alone.
+
+    Replays the completed runs of ``name`` (the ``runs`` table) in order, from its latest
+    completed reingest (which rebuilt everything) on: a source's live chunks are those of
+    the latest of these runs that loaded it (its ``documents`` and ``chunks`` parts), and a
+    run's ``deleted_sources`` remove sources. Runs that failed are skipped: what they
+    committed is lost, the source falls back to its previous completed version. Returns
+    the rows and the content fingerprint of the latest completed run (None without one).
+    """
+    runs = [
+        r
+        for part in list_parts(data_dir, "runs")
+        for r in read_part(part).to_pylist()
+        if r.get("collection") == name and r.get("status") == "completed"
+    ]
+    runs.sort(key=lambda r: (str(r.get("started_at") or ""), str(r["run_id"])))
+    resets = [i for i, r in enumerate(runs) if r.get("mode") == "reingest"]
+    runs = runs[resets[-1] :] if resets else runs
+    latest: dict[str, tuple[dict[str, Any], str]] = {}  # source -> (its run, its sha256)
+    for run in runs:
+        for part in list_parts(data_dir, "documents", str(run["run_id"])):
+            for doc in read_part(part, ["source", "sha256", "status"]).to_pylist():
+                if doc["status"] == "loaded":
+                    latest[doc["source"]] = (run, doc["sha256"])
+        for source in json.loads(run.get("deleted_sources") or "[]"):
+            latest.pop(source, None)
+    wanted: dict[str, set[str]] = defaultdict(set)  # run id -> its live sources
+    for source, (run, _) in latest.items():
+        wanted[str(run["run_id"])].add(source)
+    ids: dict[str, list[str]] = defaultdict(list)
+    for rid, sources in wanted.items():
+        for part in list_parts(data_dir, "chunks", rid):
+            for c in read_part(part, ["chunk_id", "source"]).to_pylist():
+                if c["source"] in sources:
+                    ids[c["source"]].append(c["chunk_id"])
+    rows = [
+        FileUpdate(
+            source,
+            str(run.get("root") or ""),
+            sha,
+            str(run.get("content_fingerprint") or ""),
+            "done",
+            tuple(sorted(ids[source])),
+        )
+        for source, (run, sha) in sorted(latest.items())
+    ]
+    fingerprint = runs[-1].get("content_fingerprint") if runs else None
+    return rows, (str(fingerprint) if fingerprint else None)
+
+
+def _parts_newest_first(data_dir: Path, table: str) -> list[str]:
     """Return a table's parts, newest run first (run ids sort by time)."""
-    folder = table_dir(data_dir, table)
-    return sorted(folder.rglob("part-*.parquet"), reverse=True) if folder.exists() else []
+    return list_parts(data_dir, table)[::-1]
 
 
 def _newest_model(data_dir: Path) -> str:
     """Return the model of the newest embeddings part, or "" if there is none."""
     for part in _parts_newest_first(data_dir, "embeddings"):
-        models = pq.read_table(part, columns=["model"]).column("model")
+        models = read_part(part, ["model"]).column("model")
         if len(models):
             return str(models[0].as_py())
     return ""
@@ -167,7 +248,7 @@ def _newest_rows(
     wanted = pa.array(sorted(live))
     found: dict[str, dict[str, Any]] = {}
     for part in _parts_newest_first(data_dir, table):
-        rows = pq.read_table(part)
+        rows = read_part(part)
         rows = rows.filter(pc.is_in(rows.column("chunk_id"), value_set=wanted))
         if model is not None:
             rows = rows.filter(pc.equal(rows.column("model"), model))

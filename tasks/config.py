@@ -117,6 +117,12 @@ class IngestParams(BaseModel):
     exclude: list[str] = Field(default_factory=list, description="Glob patterns to leave out.")
     include_hidden: bool = Field(False, description="Also read hidden files and folders.")
     data_dir: str = Field("data", description="Where tables, the Chroma store and state live.")
+    tables_url: str | None = Field(
+        None,
+        description="Where the Parquet tables live: a folder or any fsspec URL (e.g. "
+        "file:///mnt/shared/docflow-tables, s3://bucket/docflow). Empty: the location the "
+        "data dir recorded last, else data_dir/tables. The data dir remembers it.",
+    )
     collection: str = Field(
         "docflow", min_length=3, max_length=512, description="Chroma collection name."
     )
@@ -226,6 +232,7 @@ RUN_ONLY_FIELDS: tuple[str, ...] = (
     "exclude",
     "include_hidden",
     "data_dir",
+    "tables_url",
     "collection",
     "model",
     "embed_batch_size",
@@ -305,6 +312,12 @@ class CollectionParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data_dir: str = Field("data", description="Where tables, the Chroma store and state live.")
+    tables_url: str | None = Field(
+        None,
+        description="Where the Parquet tables live: a folder or any fsspec URL (e.g. "
+        "file:///mnt/shared/docflow-tables, s3://bucket/docflow). Empty: the location the "
+        "data dir recorded last, else data_dir/tables. The data dir remembers it.",
+    )
     collection: str = Field(
         "docflow", min_length=3, max_length=512, description="Chroma collection name."
     )

@@ -3,7 +3,10 @@
 Rules: patterns are relative to the root and use ``**`` for any depth (``**/*.md`` also
 matches ``a.md`` at the top); hidden files and folders (a name starting with ``.``) are
 skipped unless asked for; symbolic links are never followed out of the root; files come in
-a stable (sorted) order. Files are then grouped into batches by count and bytes, the unit
+a stable (sorted) order. A file that cannot be fingerprinted (unreadable, or gone between
+listing and hashing) is still returned, with ``error`` set: it becomes a failed row with
+that reason, reported like any file that fails to load, and the run goes on. Files are then
+grouped into batches by count and bytes, the unit
 of work of every later stage.
 """
 
@@ -36,6 +39,7 @@ class FileRef:
     size: int
     mtime: float
     sha256: str
+    error: str | None = None  # why it could not be fingerprinted: it loads as a failed row
 
     @property
     def extension(self) -> str:
@@ -50,6 +54,31 @@ def file_sha256(path: Path) -> str:
         while block := fh.read(_HASH_BLOCK):
             digest.update(block)
     return digest.hexdigest()
+
+
+def unreadable_reason(exc: OSError) -> str:
+    """Return the one-line reason for a file that could not be read ("vanished during the run")."""
+    if isinstance(exc, FileNotFoundError):
+        return "vanished during the run"
+    if isinstance(exc, PermissionError):
+        return "unreadable: permission denied"
+    what = exc.strerror or type(exc).__name__
+    return f"unreadable: {what[:1].lower()}{what[1:]}"
+
+
+def fingerprint_file(path: Path, root: Path) -> FileRef:
+    """Return the FileRef of one listed file; one that cannot be read gets ``error`` set."""
+    source = path.relative_to(root).as_posix()
+    abspath = os.path.abspath(path)  # through a link: keep the link's name
+    size, mtime = 0, 0.0
+    try:
+        stat = path.stat()
+        size, mtime = stat.st_size, stat.st_mtime
+        return FileRef(abspath, source, size, mtime, file_sha256(path))
+    except OSError as exc:
+        reason = unreadable_reason(exc)
+        log.warning("%s: %s", source, reason)
+        return FileRef(abspath, source, size, mtime, "", error=reason)
 
 
 def _is_hidden(rel: str) -> bool:
@@ -117,25 +146,14 @@ def discover(
     """Return the matching files with size, mtime and sha256, sorted by source path.
 
     With ``sample_size``, only the first that many files (in that order) are fingerprinted
-    and returned: a quick trial run.
+    and returned: a quick trial run. A file that cannot be read or is gone by the time it is
+    hashed is returned with ``error`` set (and ``sha256`` ""), never raised.
     """
-    files = []
     paths = sorted(
         iter_matches(root, include, exclude, include_hidden),
         key=lambda p: p.relative_to(root).as_posix(),
     )
-    for path in paths[:sample_size]:
-        stat = path.stat()
-        files.append(
-            FileRef(
-                path=os.path.abspath(path),  # through a link: keep the link's name
-                source=path.relative_to(root).as_posix(),
-                size=stat.st_size,
-                mtime=stat.st_mtime,
-                sha256=file_sha256(path),
-            )
-        )
-    return files
+    return [fingerprint_file(path, root) for path in paths[:sample_size]]
 
 
 def plan_batches(files: Sequence[FileRef], max_files: int, max_bytes: int) -> list[list[FileRef]]:
@@ -191,7 +209,9 @@ def classify(
 
     A file is unchanged when its sha256 and content fingerprint match a row whose status
     is "done"; rows that are pending (a crashed batch) or failed are retried. A row of the
-    same root that the globs select but that was not discovered is deleted; rows outside
+    same root that the globs select but that was not discovered is deleted; a file
+    discovered with an ``error`` is always to do (it loads as a failed row, keeping its
+    committed chunks); rows outside
     the scope (another root, other globs) are left alone, so partitions of one collection
     can be ingested separately.
     """
@@ -199,7 +219,10 @@ def classify(
     new = changed = unchanged = 0
     for f in files:
         state = known.get(f.source)
-        if state is None:
+        if f.error is not None:
+            new, changed = (new + 1, changed) if state is None else (new, changed + 1)
+            todo.append(f)
+        elif state is None:
             new += 1
             todo.append(f)
         elif state.sha256 != f.sha256 or state.fingerprint != fingerprint:
@@ -266,8 +289,10 @@ def plan_task(
     )
     batches = plan_batches(changes.todo, batch_files, batch_bytes)
     get_run_logger().info(
-        "%d files: %d new, %d changed, %d unchanged, %d deleted; %d to process in %d batches",
+        "%d files (%d unreadable): %d new, %d changed, %d unchanged, %d deleted; "
+        "%d to process in %d batches",
         len(files),
+        sum(f.error is not None for f in files),
         changes.new,
         changes.changed,
         changes.unchanged,

@@ -196,29 +196,7 @@ class Manifest:
                     "updated_at = excluded.updated_at",
                     (collection, source, root, error, run_id, now),
                 )
-            for u in updates:
-                db.execute(
-                    "INSERT INTO files (collection, source, root, sha256, fingerprint, status, "
-                    "error, chunk_ids, pending_ids, run_id, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, '[]', ?, ?) "
-                    "ON CONFLICT (collection, source) DO UPDATE SET root = excluded.root, "
-                    "sha256 = excluded.sha256, fingerprint = excluded.fingerprint, "
-                    "status = excluded.status, error = excluded.error, "
-                    "chunk_ids = excluded.chunk_ids, pending_ids = '[]', "
-                    "run_id = excluded.run_id, updated_at = excluded.updated_at",
-                    (
-                        collection,
-                        u.source,
-                        u.root,
-                        u.sha256,
-                        u.fingerprint,
-                        u.status,
-                        u.error,
-                        _ids(u.chunk_ids),
-                        run_id,
-                        now,
-                    ),
-                )
+            _put(db, collection, run_id, updates, now)
 
     def forget(self, collection: str, sources: Iterable[str]) -> None:
         """Remove the rows of deleted files (after their chunks left the store)."""
@@ -233,6 +211,11 @@ class Manifest:
         with self._transaction() as db:
             db.execute("DELETE FROM files WHERE collection = ?", (collection,))
 
+    def collections(self) -> list[str]:
+        """Return every (physical) collection that has file rows."""
+        rows = self.db.execute("SELECT DISTINCT collection FROM files ORDER BY collection")
+        return [str(r[0]) for r in rows.fetchall()]
+
     def live_chunk_ids(self, collection: str) -> set[str]:
         """Return the committed chunk ids of a collection (what the store should hold)."""
         return {i for f in self.files(collection).values() for i in f.chunk_ids}
@@ -244,11 +227,20 @@ class Manifest:
         row = self.db.execute("SELECT physical FROM pointers WHERE name = ?", (name,)).fetchone()
         return str(row[0]) if row else name
 
-    def switch(self, name: str, physical: str, run_id: str, move_from: str | None = None) -> None:
+    def switch(
+        self,
+        name: str,
+        physical: str,
+        run_id: str,
+        move_from: str | None = None,
+        rows: Sequence[FileUpdate] = (),
+    ) -> None:
         """Point logical ``name`` at ``physical`` (atomically).
 
         With ``move_from``, the file rows of that physical collection move to ``physical``
-        in the same transaction (a restore copies a collection under a new name).
+        in the same transaction (a restore copies a collection under a new name); ``rows``
+        are then committed to ``physical`` in that transaction too (a restore that rebuilt
+        them from the tables).
         """
         with self._transaction() as db:
             if move_from is not None:
@@ -256,6 +248,7 @@ class Manifest:
                 db.execute(
                     "UPDATE files SET collection = ? WHERE collection = ?", (physical, move_from)
                 )
+            _put(db, physical, run_id, rows, time.time())
             db.execute(
                 "INSERT INTO pointers (name, physical, run_id) VALUES (?, ?, ?) "
                 "ON CONFLICT (name) DO UPDATE SET physical = excluded.physical, "
@@ -275,6 +268,39 @@ def serving_collection(data_dir: Path, name: str) -> str:
         return name
     with Manifest.open(data_dir) as manifest:
         return manifest.physical(name)
+
+
+def _put(
+    db: sqlite3.Connection,
+    collection: str,
+    run_id: str,
+    updates: Sequence[FileUpdate],
+    now: float,
+) -> None:
+    """Insert or replace the committed rows ``updates`` (inside a transaction)."""
+    for u in updates:
+        db.execute(
+            "INSERT INTO files (collection, source, root, sha256, fingerprint, status, "
+            "error, chunk_ids, pending_ids, run_id, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, '[]', ?, ?) "
+            "ON CONFLICT (collection, source) DO UPDATE SET root = excluded.root, "
+            "sha256 = excluded.sha256, fingerprint = excluded.fingerprint, "
+            "status = excluded.status, error = excluded.error, "
+            "chunk_ids = excluded.chunk_ids, pending_ids = '[]', "
+            "run_id = excluded.run_id, updated_at = excluded.updated_at",
+            (
+                collection,
+                u.source,
+                u.root,
+                u.sha256,
+                u.fingerprint,
+                u.status,
+                u.error,
+                _ids(u.chunk_ids),
+                run_id,
+                now,
+            ),
+        )
 
 
 def _ids(ids: Iterable[str]) -> str:

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.dataset as ds
 
-from tasks.tables import table_dir
+from tasks.tables import read_table
 
 #: Bins of a histogram (equal widths from 0 to the largest chunk, rounded up).
 DEFAULT_BINS = 10
@@ -37,10 +36,9 @@ class Histogram:
 
 def run_chunk_lengths(data_dir: Path, run_id: str) -> np.ndarray:
     """Return ``n_chars`` of every chunk the run wrote (empty if it wrote none)."""
-    folder = table_dir(data_dir, "chunks") / f"run_id={run_id}"
-    if not folder.is_dir() or not any(folder.glob("*.parquet")):
+    table = read_table(data_dir, "chunks", ["n_chars"], run_id=run_id)
+    if "n_chars" not in table.column_names:  # the run wrote no chunks part
         return np.zeros(0, dtype=np.int64)
-    table = ds.dataset(folder, format="parquet").to_table(columns=["n_chars"])
     return np.asarray(table.column("n_chars").to_numpy(zero_copy_only=False), dtype=np.int64)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
 from tasks.config import LoaderOptions
-from tasks.discover import FileRef
+from tasks.discover import FileRef, unreadable_reason
 from tasks.documents import Document
 from tasks.errors import LoadError
 from tasks.load.encoding import Decoded, decode_text
@@ -132,7 +132,7 @@ def read_bytes(file: FileRef, max_bytes: int | None = None) -> bytes:
             # read at most one byte past the limit (read(n) allocates n bytes up front)
             data = fh.read() if max_bytes is None else fh.read(min(size, max_bytes) + 1)
     except OSError as exc:
-        raise LoadError(f"cannot read file: {exc.strerror or exc}") from exc
+        raise LoadError(unreadable_reason(exc)) from exc
     if max_bytes is not None and len(data) > max_bytes:  # it grew while being read
         raise LoadError(f"file too large: more than {max_bytes} bytes")
     return data

@@ -39,6 +39,8 @@ def failed_row(file: FileRef, loader: str, reason: str) -> DocumentRow:
 
 def load_with(loader: Loader, file: FileRef, options: LoaderOptions) -> list[DocumentRow]:
     """Load one file with ``loader``: one row per Document, or one failed row."""
+    if file.error is not None:  # discovery could not read it
+        return [failed_row(file, loader.name, file.error)]
     try:
         if file.size > options.max_file_size:
             raise LoadError(f"file too large: {file.size} bytes > limit {options.max_file_size}")

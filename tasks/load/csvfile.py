@@ -10,7 +10,9 @@ starts), the metadata columns' values, ``delimiter`` and ``encoding``.
 The dialect is sniffed from the first lines (``.tsv`` is tab-separated; a configured
 ``csv_delimiter`` wins). Quoted fields may hold newlines. A ragged row (more or fewer
 fields than the header) is kept and reported in its metadata (``ragged``); its extra
-values are listed under ``_extra``. Rows with no content are skipped. A metadata column
+values are listed under ``_extra``; a file's ragged rows are counted in one warning. Rows
+with no content are skipped. A field may be as large as ``max_file_size``; a quoted field
+left open at the end of the file (an odd number of quote characters) is malformed. A metadata column
 named like a loader key (``source``, ``row``...) does not replace that key.
 """
 
@@ -68,6 +70,14 @@ def _records(reader: Any) -> Iterator[tuple[int, list[str]]]:
         start = reader.line_num + 1
 
 
+def _left_open(text: str, last: list[str], dialect: type[csv.Dialect]) -> bool:
+    """Return whether the last record is a quoted field that swallowed the rest of the file."""
+    quote = dialect.quotechar
+    if not quote or not last or not any(c in last[-1] for c in "\r\n"):
+        return False
+    return text.count(quote) % 2 == 1
+
+
 def _column_names(header: list[str]) -> list[str]:
     """Return unique, non-empty column names (blank ones become ``column_N``)."""
     names: list[str] = []
@@ -88,6 +98,8 @@ class CsvLoader(BaseLoader):
     def load(self, file: FileRef) -> Iterator[Document]:
         """Yield one Document per row; a file with no data rows is a LoadError."""
         decoded = self.read_text(file)
+        if csv.field_size_limit() < self.options.max_file_size:  # the default is 128 KiB
+            csv.field_size_limit(self.options.max_file_size)
         dialect = sniff_dialect(decoded.text, file.extension, self.options.csv_delimiter)
         reader = csv.reader(io.StringIO(decoded.text, newline=""), dialect)
         base = {**self.metadata(file, decoded), "delimiter": dialect.delimiter}
@@ -106,16 +118,27 @@ class CsvLoader(BaseLoader):
                 records = itertools.chain([second], records)
                 columns = _column_names(first[1])
             content, meta_cols = self._pick_columns(columns)
-            rows = 0
+            rows = ragged = 0
+            line, fields = first
             for line, fields in records:
                 doc = _row_document(fields, columns, content, meta_cols, base, rows, line)
                 if doc is not None:
                     rows += 1
+                    ragged += "ragged" in doc.metadata
                     yield doc
         except csv.Error as exc:
             raise LoadError(f"malformed CSV at line {reader.line_num}: {exc}") from exc
+        if _left_open(decoded.text, fields, dialect):
+            raise LoadError(f"malformed CSV at line {line}: quoted field not closed")
         if rows == 0:
             raise LoadError("empty CSV: no rows with content")
+        if ragged:
+            log.warning(
+                "%s: %d ragged row(s) (field count differs from the header's %d)",
+                file.source,
+                ragged,
+                len(columns),
+            )
 
     def _pick_columns(self, columns: list[str]) -> tuple[list[str], list[str]]:
         """Return (content columns, metadata columns); an unknown name is a LoadError."""

@@ -15,8 +15,10 @@
   (else ``og:description``); both "" when absent.
 
 The loader decodes the bytes first: a BOM wins, then the declared charset (``<meta
-charset>``, ``http-equiv`` or an XML declaration) when it decodes the bytes, else UTF-8 or
-detection (undeclared legacy bytes fall back to windows-1252, as browsers do). Metadata
+charset>``, ``http-equiv`` or an XML declaration) when it decodes the bytes (a single-byte
+charset declared on valid multi-byte UTF-8 loses to UTF-8, as in browsers), else UTF-8 or
+detection (undeclared legacy bytes fall back to windows-1252, as browsers do). NUL or
+control-character bytes fail the page as binary, declared or not. Metadata
 records ``encoding``, ``declared_charset`` and ``charset_mismatch`` when they disagree.
 """
 
@@ -33,7 +35,7 @@ from tasks.discover import FileRef
 from tasks.documents import Document
 from tasks.errors import LoadError
 from tasks.load.base import BaseLoader
-from tasks.load.encoding import BOMS, Decoded, decode_text
+from tasks.load.encoding import BOMS, UTF8_MULTIBYTE, Decoded, check_controls, decode_text
 
 log = logging.getLogger(__name__)
 
@@ -322,8 +324,30 @@ def _codec(label: str) -> str | None:
     return "cp1252" if name in ("latin-1", "iso8859-1", "ascii") else name
 
 
+def _utf8_despite_declaration(data: bytes, codec: str) -> bool:
+    """Return whether bytes declared in a single-byte ``codec`` are really UTF-8.
+
+    Valid UTF-8 with multi-byte sequences is next to impossible in legacy text ("Ã¼" would
+    have to follow every lead byte), so such a page is UTF-8 whatever it declares, as
+    browsers' sniffing decides for these pages.
+    """
+    from charset_normalizer.utils import is_multi_byte_encoding
+
+    if is_multi_byte_encoding(codec) or not UTF8_MULTIBYTE.search(data):
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def decode_html(data: bytes, extension: str) -> tuple[Decoded, str | None]:
     """Decode an HTML file: BOM, then the declared charset if it fits, then detection.
+
+    A declared single-byte charset (``iso-8859-1``, ``windows-1252``...) on bytes that are
+    valid UTF-8 with multi-byte sequences loses to UTF-8 (metadata: ``charset_mismatch``).
+    NUL bytes not of UTF-16/32 text mean binary content wherever they are, declared or not.
 
     Returns:
         The decoded text and the declared charset label (None when undeclared).
@@ -339,11 +363,19 @@ def decode_html(data: bytes, extension: str) -> tuple[Decoded, str | None]:
     if wide:
         return decoded, label
     codec = _codec(label) if label else None
-    if codec and not codec.startswith(("utf-16", "utf-32")):
+    if codec and not codec.startswith(("utf-16", "utf-32")) and b"\0" not in data:
+        if _utf8_despite_declaration(data, codec):
+            log.debug("declared charset %s on UTF-8 bytes: decoding as UTF-8", label)
+            decoded = Decoded(data.decode("utf-8"), "utf-8")
+            check_controls(decoded.text, extension)
+            return decoded, label
         try:
-            return Decoded(data.decode(codec), codec), label
+            decoded = Decoded(data.decode(codec), codec)
         except UnicodeDecodeError:
             log.debug("declared charset %s does not decode the bytes; detecting", label)
+        else:
+            check_controls(decoded.text, extension)
+            return decoded, label
     return decode_text(data, extension), label
 
 

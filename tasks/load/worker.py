@@ -194,11 +194,14 @@ def _warn_once(why: str) -> None:
 
 
 def _resolve(file: FileRef, options: LoaderOptions) -> Loader | list[DocumentRow]:
-    """Return the file's configured loader, or its failed row if it has none."""
+    """Return the file's configured loader, or its failed row (no loader, unreadable)."""
     try:
-        return configured(loader_for(file), options)
+        loader = configured(loader_for(file), options)
     except LoadError as exc:
         return [failed_row(file, "", str(exc))]
+    if file.error is not None:  # discovery could not read it: no need for a worker
+        return load_with(loader, file, options)
+    return loader
 
 
 def iter_load_in_workers(files: Sequence[FileRef], options: LoaderOptions) -> Iterator[DocumentRow]:

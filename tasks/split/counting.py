@@ -1,4 +1,4 @@
-"""Exact token counts of document spans from ONE tokenization of the document.
+r"""Exact token counts of document spans from ONE tokenization of the document.
 
 Encoding every candidate piece on its own (what LangChain's length functions do) tokenizes
 the text several times over. A span counter instead takes the document's tokens once and
@@ -15,7 +15,11 @@ Boundaries that hold for every tiktoken pattern (cl100k, o200k, gpt2): a space a
 non-space (a space only ever leads a pre-token or sits in an all-whitespace one), a non-space
 after a line feed (a line break only ever ends one), and an ASCII letter or digit followed by
 a line break or by ASCII punctuation other than the apostrophe (letter and digit runs end
-there). For BERT-style tokenizers: either side of whitespace or of ASCII punctuation.
+there). One more holds only when the span goes on past it (a "weak" boundary): the last
+space or tab of a run of whitespace before a non-space (``\s+(?!\S)`` leaves it to the next
+pre-token; at the end of a span the run would stay whole), which splits indentation from
+the first word of a line. For BERT-style tokenizers: either side of whitespace or of ASCII
+punctuation.
 """
 
 from __future__ import annotations
@@ -40,10 +44,11 @@ _WIDE_SPACES = tuple(i for i in range(128, 0x3001) if chr(i).isspace())
 _BERT_SPACES = " \t\n\r"
 _BERT_WIDE_SPACES = (0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000)
 
-# character classes (3 bits, so a pair of them indexes a 64-entry rule table)
-_OTHER, _WORD, _MARK, _BLANK, _LF, _CR, _SPACE, _QUOTE = range(8)
-_WHITE = frozenset((_BLANK, _LF, _CR, _SPACE))
+# character classes (4 bits, so a pair of them indexes a 256-entry rule table)
+_OTHER, _WORD, _MARK, _BLANK, _LF, _CR, _SPACE, _QUOTE, _TAB = range(9)
+_WHITE = frozenset((_BLANK, _LF, _CR, _SPACE, _TAB))
 _tables: dict[str, np.ndarray] = {}
+_translations: dict[str, bytes] = {}
 
 
 class SpanCounter(Protocol):
@@ -78,6 +83,7 @@ def _classes(codes: np.ndarray, spaces: str, wide_spaces: tuple[int, ...]) -> np
             (" ", _BLANK),
             ("\n", _LF),
             ("\r", _CR),
+            ("\t", _TAB),
         ):
             table[[ord(c) for c in chars if c in spaces or cls not in _WHITE]] = cls
         _tables[spaces] = table
@@ -91,6 +97,37 @@ def _classes(codes: np.ndarray, spaces: str, wide_spaces: tuple[int, ...]) -> np
     return classes
 
 
+def _class_table(spaces: str, wide_spaces: tuple[int, ...]) -> np.ndarray:
+    """Return the class of every code point up to U+3000, and one more entry for the rest.
+
+    (No code point above U+3000 is whitespace.) Indexing it with ``min(code, len - 1)``
+    classifies any text in one gather.
+    """
+    import numpy as np
+
+    key = f"full:{spaces}"
+    table = _tables.get(key)
+    if table is None:
+        wide = np.arange(128, 0x3002, dtype=np.uint32)
+        table = np.concatenate(
+            (_classes(np.arange(128, dtype=np.uint8), spaces, wide_spaces),
+             _classes(wide, spaces, wide_spaces))
+        )  # fmt: skip
+        _tables[key] = table
+    return table
+
+
+def _ascii_classes(spaces: str) -> bytes:
+    """Return the class of every byte as a ``bytes.translate`` table (ASCII text only)."""
+    table = _translations.get(spaces)
+    if table is None:
+        import numpy as np
+
+        table = bytes(_classes(np.arange(128, dtype=np.uint8), spaces, ()).tolist()) + bytes(128)
+        _translations[spaces] = table
+    return table
+
+
 def _tiktoken_rule(before: int, here: int) -> bool:
     """Return whether a position between characters of these classes is a tiktoken boundary."""
     if here == _BLANK and before not in _WHITE:
@@ -100,9 +137,47 @@ def _tiktoken_rule(before: int, here: int) -> bool:
     return before == _WORD and here in (_MARK, _LF, _CR)
 
 
+def _weak_rule(before: int, here: int) -> bool:
+    """Return whether ``here`` is the last space/tab of a whitespace run (if a non-space follows).
+
+    Only these classes are surely regex whitespace (``_SPACE`` also holds U+001C..U+001F).
+    """
+    return here in (_BLANK, _TAB) and before in (_BLANK, _TAB, _LF, _CR)
+
+
 def _bert_rule(before: int, here: int) -> bool:
     """Return whether a position between characters of these classes is a BERT boundary."""
     return bool({before, here} & {*_WHITE, _MARK, _QUOTE})
+
+
+#: The class after the last character (text ends: no weak boundary before it).
+_END = bytes([_LF])
+_NON_WHITE = tuple(c for c in range(16) if c not in _WHITE)
+
+
+def _table_of(classes: tuple[int, ...]) -> np.ndarray:
+    """Return a 16-entry table: is a class one of ``classes``."""
+    import numpy as np
+
+    key = f"in:{classes}"
+    table = _tables.get(key)
+    if table is None:
+        table = np.isin(np.arange(16), classes)
+        _tables[key] = table
+    return table
+
+
+def _pair_table() -> np.ndarray:
+    """Return per class pair: 1 a tiktoken boundary, 2 a weak one if a non-space follows."""
+    import numpy as np
+
+    table = _tables.get("tiktoken-pairs")
+    if table is None:
+        strong = _rule_table("tiktoken", _tiktoken_rule)
+        weak = _rule_table("tiktoken-weak", _weak_rule)
+        table = np.where(strong, 1, np.where(weak, 2, 0)).astype(np.uint8)
+        _tables["tiktoken-pairs"] = table
+    return table
 
 
 def _rule_table(name: str, rule: Callable[[int, int], bool]) -> np.ndarray:
@@ -110,7 +185,7 @@ def _rule_table(name: str, rule: Callable[[int, int], bool]) -> np.ndarray:
 
     table = _tables.get(name)
     if table is None:
-        table = np.array([rule(i >> 3, i & 7) for i in range(64)], dtype=bool)
+        table = np.array([rule(i >> 4, i & 15) for i in range(256)], dtype=bool)
         _tables[name] = table
     return table
 
@@ -122,7 +197,7 @@ class OffsetCounter:
     byte belongs to; subclasses give the pre-token boundary rule.
     """
 
-    __slots__ = ("_boundaries", "_encode_count", "_memo", "_starts", "text")
+    __slots__ = ("_boundaries", "_encode_count", "_memo", "_starts", "_weak", "text")
     _spaces = _ASCII_SPACES
     _wide_spaces = _WIDE_SPACES
 
@@ -141,6 +216,7 @@ class OffsetCounter:
         self.text = text
         self._starts = starts
         self._boundaries: tuple[np.ndarray, np.ndarray] | None = None
+        self._weak: np.ndarray | None = None  # per character: a weak boundary (or None)
         self._encode_count = count
         self._memo = memo
 
@@ -155,7 +231,7 @@ class OffsetCounter:
         if self._boundaries is None:
             classes = _classes(_char_codes(self.text), self._spaces, self._wide_spaces)
             table = _rule_table(type(self).__name__, self._rule)
-            inner = np.flatnonzero(table[(classes[:-1] << 3) | classes[1:]]) + 1
+            inner = np.flatnonzero(table[(classes[:-1] << 4) | classes[1:]]) + 1
             positions = np.concatenate(([0], inner, [len(self.text)])).astype(np.int64)
             self._boundaries = positions, np.searchsorted(self._starts, positions)
         return self._boundaries
@@ -176,11 +252,15 @@ class OffsetCounter:
             return 0
         boundaries, before = self.boundaries()
         first = int(boundaries.searchsorted(start))
-        head = int(boundaries[first])
-        if head > end:
-            return self._alone(self.text[start:end])
         last = int(boundaries.searchsorted(end, "right")) - 1
-        tail = int(boundaries[last])
+        weak = self._weak
+        if weak is not None and weak[end - 1] and end - 1 > start:
+            # a weak boundary needs the character after it inside the span
+            first += int(boundaries[first] == end - 1)
+            last -= int(boundaries[last] == end - 1)
+        if first > last:
+            return self._alone(self.text[start:end])
+        head, tail = int(boundaries[first]), int(boundaries[last])
         n = int(before[last]) - int(before[first])
         if head > start:
             n += self._alone(self.text[start:head])
@@ -189,48 +269,55 @@ class OffsetCounter:
         return n
 
     def counts(self, bounds: list[int]) -> list[int]:
-        """Return the length of every piece ``[bounds[i], bounds[i + 1])``."""
+        """Return the length of every piece ``[bounds[i], bounds[i + 1])`` (sorted bounds)."""
         if len(bounds) <= _FEW:
             return [self(s, e) for s, e in zip(bounds, bounds[1:], strict=False)]
-        import numpy as np
-
-        cuts = np.asarray(bounds, dtype=np.int64)
-        return self._count(bounds[:-1], bounds[1:], cuts[:-1], cuts[1:])
+        return self.count_spans(bounds[:-1], bounds[1:])
 
     def count_spans(self, starts: list[int], ends: list[int]) -> list[int]:
-        """Return the length of every span ``[starts[i], ends[i])`` (vectorised when many)."""
+        """Return the length of every span ``[starts[i], ends[i])`` (vectorised when many).
+
+        Only the spans whose ends are not boundaries cost an edge look-up (most ends are).
+        """
         if len(starts) < _FEW:
             return [self(s, e) for s, e in zip(starts, ends, strict=True)]
         import numpy as np
 
-        lo, hi = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-        return self._count(starts, ends, lo, hi)
-
-    def _count(
-        self, starts: list[int], ends: list[int], lo: np.ndarray, hi: np.ndarray
-    ) -> list[int]:
-        import numpy as np
-
         (boundaries, before), text = self.boundaries(), self.text
-        first = np.searchsorted(boundaries, lo)
-        last = np.searchsorted(boundaries, hi, "right") - 1
-        heads, tails = boundaries[first], boundaries[last]
-        whole = heads > hi  # no boundary inside: the span is a single edge
-        inside = before[last] - before[first]
-        if whole.any():
-            inside[whole] = 0
-            heads[whole] = hi[whole]
-            tails[whole] = hi[whole]
-        head_keys = [text[s:h] for s, h in zip(starts, heads.tolist(), strict=True)]
-        tail_keys = [text[t:e] for t, e in zip(tails.tolist(), ends, strict=True)]
-        head_n = list(map(self._memo.get, head_keys))
-        tail_n = list(map(self._memo.get, tail_keys))
-        for values, keys in ((head_n, head_keys), (tail_n, tail_keys)):
-            if None in values:
-                for i, value in enumerate(values):
-                    if value is None:
-                        values[i] = self._alone(keys[i])
-        return [a + b + c for a, b, c in zip(inside.tolist(), head_n, tail_n, strict=True)]
+        lo, hi = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        first = boundaries.searchsorted(lo)
+        last = boundaries.searchsorted(hi, "right")
+        last -= 1
+        if self._weak is not None:
+            bad = self._weak[hi - 1]  # a weak boundary just before the end is none
+            if bad.any():
+                bad &= hi - 1 > lo
+                first += bad & (boundaries[first] == hi - 1)
+                last -= bad & (boundaries[last] == hi - 1)
+        inside = before[last]
+        inside -= before[first]
+        memo, alone = self._memo, self._alone
+        counts: list[int] = []
+        append = counts.append
+        for s, e, head, tail, n in zip(
+            starts,
+            ends,
+            boundaries[first].tolist(),
+            boundaries[last].tolist(),
+            inside.tolist(),
+            strict=True,
+        ):
+            if tail < head:  # no boundary inside: a single edge (or an empty span)
+                append(alone(text[s:e]) if e > s else 0)
+                continue
+            if head > s:
+                edge = text[s:head]
+                n += memo.get(edge) or alone(edge)
+            if tail < e:
+                edge = text[tail:e]
+                n += memo.get(edge) or alone(edge)
+            append(n)
+        return counts
 
 
 class TiktokenCounter(OffsetCounter):
@@ -263,20 +350,37 @@ class TiktokenCounter(OffsetCounter):
         import numpy as np
 
         if self._boundaries is None:
-            n, at = len(self.text), self._starts
-            keep = (at > 0) & (at < n)
+            text, at = self.text, self._starts
+            if not len(at):
+                empty = np.zeros(2, dtype=np.int64)
+                self._boundaries = empty, empty
+                return empty, empty
+            # the classes of the characters before, at and after the token starts
+            if text.isascii():  # classify every character in one C pass
+                kinds = np.frombuffer(
+                    text.encode("ascii").translate(_ascii_classes(self._spaces)) + _END,
+                    np.uint8,
+                )
+            else:
+                classes = _class_table(self._spaces, self._wide_spaces)
+                codes = np.append(_char_codes(text), np.uint32(10))  # "\n" after the end
+                kinds = classes[np.minimum(codes, len(classes) - 1)]
+            code = _pair_table()[(kinds[at - 1] << 4) | kinds[at]]
+            rule = code == 1
+            candidates = np.flatnonzero(code == 2)  # weak: if a non-space follows
+            if len(candidates):
+                weak = candidates[_table_of(_NON_WHITE)[kinds[at[candidates] + 1]]]
+                if len(weak):
+                    rule[weak] = True
+                    self._weak = np.zeros(len(text) + 1, dtype=bool)
+                    self._weak[at[weak]] = True
             if self._cuttable is not None:
-                keep &= self._cuttable
-            tokens = np.flatnonzero(keep)
-            at = at[tokens]
-            codes = _char_codes(self.text)
-            table = _rule_table("tiktoken", _tiktoken_rule)
-            classes_before = _classes(codes[at - 1], self._spaces, self._wide_spaces)
-            classes_here = _classes(codes[at], self._spaces, self._wide_spaces)
-            rule = table[(classes_before << 3) | classes_here]
+                rule &= self._cuttable
+            rule[0] = True  # the first token starts the text
+            tokens = np.flatnonzero(rule)
             self._boundaries = (
-                np.concatenate(([0], at[rule], [n])).astype(np.int64),
-                np.concatenate(([0], tokens[rule], [len(self._starts)])).astype(np.int64),
+                np.append(at[tokens], len(text)).astype(np.int64, copy=False),
+                np.append(tokens, len(at)),
             )
         return self._boundaries
 

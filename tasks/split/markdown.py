@@ -256,7 +256,8 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
             if setext and para >= 0:
                 level = 1 if setext.group(1)[0] == "=" else 2
                 if level in self._atx_names:
-                    title = " ".join(text[i.start : i.end].strip() for i in items[para:])
+                    bom = 1 if text.startswith("\ufeff") else 0  # not part of the title
+                    title = " ".join(text[max(i.start, bom) : i.end].strip() for i in items[para:])
                     first = items[para].start
                     del items[para:]
                     items.append(_Item(first, end, "header", level, title, self._atx_names[level]))

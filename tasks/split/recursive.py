@@ -160,7 +160,28 @@ class RecursiveCharacterTextSplitter(TextSplitter):
 
     def split_spans(self, text: str) -> list[Span]:
         """Return the chunks of ``text`` as exact spans."""
+        short = self._short_text(text)
+        if short is not None:
+            return short
         return self.split_range(text, 0, len(text), span_counter(self._length_function, text))
+
+    def _short_text(self, text: str) -> list[Span] | None:
+        """Return the one chunk of a text with fewer bytes than ``chunk_size`` tokens, or None.
+
+        A byte-level BPE token holds at least one byte, so every piece, and all of them
+        together, are under the limit: the merge keeps the whole (stripped) text, with the
+        separators kept. One encode of the chunk instead of binding a span counter.
+        """
+        unit, size = self._length_function, self._chunk_size
+        if (
+            not getattr(unit, "tokens_at_most_bytes", False)
+            or not self._keep_separator
+            or len(text) >= size
+            or len(text.encode("utf-8", "surrogatepass")) >= size
+        ):
+            return None
+        start, end = self._strip(text, 0, len(text))
+        return [Span(start, end, n_tokens=unit(text[start:end]))] if end > start else []
 
     def split_range(
         self, text: str, start: int, end: int, measure: SpanCounter | None

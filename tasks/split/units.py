@@ -130,6 +130,8 @@ class TiktokenUnit:
     """
 
     counts_tokens = True
+    #: Byte-level BPE: a token holds at least one byte (so a text has at most as many tokens).
+    tokens_at_most_bytes = True
 
     def __init__(
         self,
@@ -186,12 +188,22 @@ class TiktokenUnit:
 
     def counter(self, text: str) -> SpanCounter:
         """Bind to ``text``: exact span counts from one encoding of the document."""
+        import numpy as np
+
         if self._allowed and any(special in text for special in self._allowed):
             return lambda start, end: self(text[start:end])  # boundaries inside special text
-        starts, _, cuttable = self._token_chars(text)
-        return TiktokenCounter(
-            text, starts, self, self._edges, None if text.isascii() else cuttable
+        ids = self.encoding.encode_to_numpy(
+            text, allowed_special=self._allowed, disallowed_special=()
         )
+        started, inside = _char_tables(self.encoding)
+        starts = np.zeros(len(ids), dtype=np.int64)  # characters the earlier tokens start
+        np.cumsum(started[ids[:-1]], out=starts[1:])
+        cuttable = None
+        if not text.isascii():
+            within = inside[ids]  # tokens that start inside a character
+            starts -= within
+            cuttable = within == 0
+        return TiktokenCounter(text, starts, self, self._edges, cuttable)
 
     def offsets(self, text: str) -> TokenOffsets:
         """Return the document's tokens as character spans."""

@@ -12,14 +12,18 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
 from flows.cli import main
 from flows.ingest import ingest
 from flows.query import query
 from flows.rebuild import reingest
+from tasks import failpoints
 from tasks.admin import versions
 from tasks.cache import EmbeddingCache
 from tasks.config import IngestParams
@@ -234,6 +238,95 @@ def test_restore_rebuilds_the_store_from_tables(corpus: Path, tmp_path: Path) ->
     assert result_code == 0
     assert snapshot(data_dir) == before
     assert not (data_dir / "cache").exists()
+
+
+def test_restore_without_manifest_or_cache_rebuilds_from_the_tables_alone(
+    corpus: Path, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    ingest(params(corpus, data_dir))
+    (corpus / "queen-rearing.md").write_text("# Queens\n\nA short replacement.\n", encoding="utf-8")
+    (corpus / "letter-to-neighbours.txt").unlink()
+    ingest(params(corpus, data_dir))  # one changed, one deleted: recorded by the runs table
+    before = snapshot(data_dir)
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        (data_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(data_dir / "cache")
+
+    assert main(["restore", "--data-dir", str(data_dir), "--json"]) == 0
+
+    assert snapshot(data_dir) == before
+    assert not (data_dir / "cache").exists()  # nothing was embedded
+    assert manifest_ids(data_dir) == set(before)
+    rerun = ingest(params(corpus, data_dir))  # the rebuilt manifest knows every file
+    assert (rerun["files_unchanged"], rerun["chunks_embedded"], rerun["files_deleted"]) == (
+        11,
+        0,
+        0,
+    )
+    assert snapshot(data_dir) == before
+
+
+@pytest.mark.parametrize("scheme", ["file", "memory"])
+def test_tables_on_an_fsspec_url_ingest_inspect_and_restore(
+    scheme: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir = tmp_path / "data"
+    url = (
+        f"file://{tmp_path / 'shared' / 'docflow-tables'}"
+        if scheme == "file"
+        else f"memory://docflow-it-{tmp_path.name}/tables"
+    )
+    summary = ingest(params(corpus, data_dir, tables_url=url))
+    assert not (data_dir / "tables").exists()  # every part went to the URL
+    if scheme == "file":
+        assert len(list((tmp_path / "shared").rglob("part-*.parquet"))) > 3
+    chunks = read_table(data_dir, "chunks")  # the data dir remembers where its tables are
+    assert chunks.num_rows == summary["chunks_written"] > 0
+    assert main(["inspect", "--data-dir", str(data_dir), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["tables"]["chunks"]["rows"] == chunks.num_rows and info["tables_url"]
+    assert info["tables"]["runs"]["parts"] == 1
+
+    before = snapshot(data_dir)
+    ChromaStore.open(data_dir, serving_collection(data_dir, "docflow")).drop()
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        (data_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(data_dir / "cache")
+    assert main(["restore", "--data-dir", str(data_dir), "--tables-url", url, "--json"]) == 0
+    assert snapshot(data_dir) == before
+    assert not (data_dir / "tables").exists()
+
+
+def test_a_failed_run_publishes_its_artifacts_as_failed(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.4 not really")  # one file fails to load
+    monkeypatch.setattr(failpoints, "_hits", Counter())
+    monkeypatch.setenv(failpoints.ENV, "store:before-upsert=raise@2")  # in the second batch
+    state = ingest(params(corpus, tmp_path / "data", collection="Failing.Run"), return_state=True)
+    assert state.is_failed()
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(
+                flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])
+            )
+        )
+    arts = {a.key: a for a in found}
+    assert {"ingest-summary-failing-run", "ingest-failures-failing-run"} <= set(arts)
+    summary = {r["field"]: r["value"] for r in _rows(arts["ingest-summary-failing-run"].data)}
+    assert summary["status"] == "failed"
+    assert "FailpointError" in summary["error"] and "store:before-upsert" in summary["error"]
+    assert summary["chunks_written"] > 0  # the first batch was stored before the failure
+    failures = _rows(arts["ingest-failures-failing-run"].data)
+    assert [f["source"] for f in failures] == ["broken.pdf"] and failures[0]["error"]
+    assert "ingest-chunk-sizes-failing-run" in arts
+
+
+def _rows(data: object) -> list[dict[str, str]]:
+    rows = json.loads(data) if isinstance(data, str) else data
+    assert isinstance(rows, list)
+    return rows
 
 
 def test_clear_asks_and_keeps_cache(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,14 +11,21 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.admin import clear, drop_versions, restore, version_name, versions
+from tasks.admin import (
+    clear,
+    drop_versions,
+    restore,
+    state_from_tables,
+    version_name,
+    versions,
+)
 from tasks.cache import EmbeddingCache
 from tasks.documents import Chunk, Document, make_chunk_id
 from tasks.errors import StoreError
 from tasks.manifest import FileUpdate, Manifest, serving_collection
 from tasks.runs import RunContext, new_run_id
 from tasks.store import ChromaStore, collection_names, make_client
-from tasks.sync import commit_batch
+from tasks.sync import commit_batch, remove_sources
 from tasks.tables import (
     DocumentRow,
     chunks_table,
@@ -86,8 +94,11 @@ def ingest(
     seed: int = 0,
     model: str = MODEL,
     dim: int = DIM,
+    deleted: Sequence[str] = (),
+    status: str = "completed",
+    mode: str = "incremental",
 ) -> list[Chunk]:
-    """Write one batch like a run does: table parts, then store + manifest, then a runs row."""
+    """Write one batch like a run does: table parts, store + manifest, deletions, a runs row."""
     chunks = [c for source, texts in files.items() for c in chunks_of(source, texts)]
     vectors = unit_vectors(len(chunks), seed, dim)
     rows = [
@@ -105,7 +116,19 @@ def ingest(
     ctx = RunContext(run_id, str(data_dir), collection, physical, "/root", FP, model)
     with Manifest.open(data_dir) as manifest:
         commit_batch(ctx, store, manifest, rows, chunks, vectors)
-    write_run(data_dir, run_id, {"run_id": run_id, "collection": collection, "status": "completed"})
+        remove_sources(ctx, store, manifest, deleted)
+    run = {
+        "run_id": run_id,
+        "collection": collection,
+        "status": status,
+        "mode": mode,
+        "started_at": run_id,
+        "physical": physical,
+        "root": "/root",
+        "content_fingerprint": FP,
+        "deleted_sources": list(deleted),
+    }
+    write_run(data_dir, run_id, run)
     return chunks
 
 
@@ -201,6 +224,39 @@ def test_clear_drops_this_collection_only(data_dir: Path, drop_cache: bool) -> N
         cache.close()
 
 
+@pytest.mark.parametrize("versioned", [False, True], ids=["unversioned", "versioned"])
+def test_clear_drops_manifest_rows_of_collections_the_store_no_longer_has(
+    data_dir: Path, versioned: bool
+) -> None:
+    rid = new_run_id()
+    physical = version_name(NAME, rid) if versioned else NAME
+    ingest(data_dir, physical, {"a.md": ["one", "two"]}, rid)
+    ingest(data_dir, "docflow-other", {"b.md": ["bee"]}, new_run_id(), collection="other")
+    with Manifest.open(data_dir) as m:
+        m.switch(NAME, physical, rid)
+    ChromaStore.open(data_dir, physical).drop()  # the Chroma dir was lost or wiped
+    assert names(data_dir) == {"docflow-other"}
+
+    result = clear(data_dir, NAME)
+
+    assert result.collections == [physical]
+    with Manifest.open(data_dir) as m:
+        assert m.files(physical) == {}  # else the next ingest skips every file as unchanged
+        assert m.physical(NAME) == NAME
+        assert set(m.files("docflow-other")) == {"b.md"}
+
+
+def test_drop_versions_keeps_manifest_rows_of_the_kept_version(data_dir: Path) -> None:
+    keep, stale = version_name(NAME, new_run_id()), version_name(NAME, "20200101T000000-abcdef")
+    make_collection(data_dir, keep, rows=2)
+    make_collection(data_dir, stale, rows=1)
+    ChromaStore.open(data_dir, keep).drop()
+    ChromaStore.open(data_dir, stale).drop()
+    assert drop_versions(data_dir, NAME, keep=keep) == [stale]
+    with Manifest.open(data_dir) as m:
+        assert len(m.files(keep)) == 2 and m.files(stale) == {}
+
+
 def test_clear_of_an_empty_data_dir(data_dir: Path) -> None:
     result = clear(data_dir, NAME)
     assert (result.collections, result.runs, result.cache_dropped) == ([], 0, False)
@@ -238,7 +294,7 @@ def test_restore_rebuilds_the_serving_collection_from_the_tables(
         assert m.files(physical) == rows
     meta = ChromaStore.open(data_dir, physical).metadata()
     assert (meta["embedding_model"], meta["dimension"]) == (MODEL, DIM)
-    assert meta.get("content_fingerprint") == (None if lost else FP)
+    assert meta.get("content_fingerprint") == FP  # from the manifest rows when the store is lost
 
 
 def test_restore_follows_the_pointer_of_a_restored_version(data_dir: Path) -> None:
@@ -276,6 +332,84 @@ def test_restore_counts_live_chunks_missing_from_the_tables(data_dir: Path) -> N
         commit_batch(ctx, ChromaStore.open(data_dir, NAME), m, [row], extra, unit_vectors(1))
     result = restore(data_dir, NAME, new_run_id())
     assert (result.chunks, result.missing) == (2, 1)
+
+
+def _manifest_lost(data_dir: Path) -> None:
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        (data_dir / name).unlink(missing_ok=True)
+
+
+def _history(data_dir: Path) -> tuple[str, str]:
+    """Runs r1..r4 of NAME: change a.md, delete b.md, add c.md, a failed run; another name."""
+    r1, r2, r3, r4 = (f"2024010{i}T000000-aaaaaa" for i in range(1, 5))
+    ingest(data_dir, NAME, {"a.md": ["one", "two", "three"], "b.md": ["bee"]}, r1, seed=1)
+    ingest(data_dir, NAME, {"a.md": ["one", "TWO", "three"]}, r2, seed=2)
+    ingest(data_dir, NAME, {"c.md": ["sea"]}, r3, seed=3, deleted=["b.md"])
+    ingest(data_dir, "other", {"o.md": ["oh"]}, "20240105T000000-bbbbbb", collection="other")
+    return r2, r3
+
+
+def test_state_from_tables_replays_completed_runs(data_dir: Path) -> None:
+    r2, r3 = _history(data_dir)
+    with Manifest.open(data_dir) as m:
+        expected = m.files(NAME)
+    # a failed run: its chunks are not what the collection held after the last completed run
+    ingest(data_dir, "scratch", {"a.md": ["failed"]}, "20240104T000000-aaaaaa", status="failed")
+    rows, fingerprint = state_from_tables(data_dir, NAME)
+    assert fingerprint == FP
+    assert {r.source: (r.chunk_ids, r.sha256, r.fingerprint, r.root) for r in rows} == {
+        s: (f.chunk_ids, f.sha256, f.fingerprint, f.root) for s, f in expected.items()
+    }
+    assert {f.run_id for f in expected.values()} == {r2, r3}
+
+
+def test_state_from_tables_starts_at_the_latest_reingest(data_dir: Path) -> None:
+    _history(data_dir)
+    physical = version_name(NAME, "20240106T000000-cccccc")
+    ingest(data_dir, physical, {"z.md": ["zed"]}, "20240106T000000-cccccc", mode="reingest")
+    rows, _ = state_from_tables(data_dir, NAME)
+    assert [r.source for r in rows] == ["z.md"]
+    assert state_from_tables(data_dir, "nothing") == ([], None)
+
+
+@pytest.mark.parametrize("store_lost", [False, True], ids=["store-kept", "store-lost"])
+def test_restore_without_the_manifest_rebuilds_store_and_manifest_from_the_tables(
+    data_dir: Path, store_lost: bool
+) -> None:
+    _history(data_dir)
+    ChromaStore.open(data_dir, NAME).update_metadata(content_fingerprint=FP)
+    before = snapshot(data_dir, NAME)
+    with Manifest.open(data_dir) as m:
+        rows_before = m.files(NAME)
+    assert sorted(rows_before) == ["a.md", "c.md"] and len(before) == 4
+    _manifest_lost(data_dir)
+    shutil.rmtree(data_dir / "cache", ignore_errors=True)
+    if store_lost:
+        ChromaStore.open(data_dir, NAME).drop()
+
+    result = restore(data_dir, NAME, "20240109T000000-dddddd")
+
+    assert (result.chunks, result.missing) == (4, 0)
+    assert snapshot(data_dir, result.physical) == before
+    assert serving_collection(data_dir, NAME) == result.physical
+    assert ChromaStore.open(data_dir, result.physical).metadata()["content_fingerprint"] == FP
+    with Manifest.open(data_dir) as m:
+        rows = m.files(result.physical)
+    assert {
+        s: (f.chunk_ids, f.sha256, f.fingerprint, f.root, f.status) for s, f in rows.items()
+    } == {
+        s: (f.chunk_ids, f.sha256, f.fingerprint, f.root, f.status) for s, f in rows_before.items()
+    }
+    assert not (data_dir / "cache").exists()  # nothing was embedded
+
+
+def test_restore_records_the_fingerprint_of_the_manifest_when_the_store_is_lost(
+    data_dir: Path,
+) -> None:
+    ingest(data_dir, NAME, {"a.md": ["one", "two"]}, "20240101T000000-aaaaaa")
+    ChromaStore.open(data_dir, NAME).drop()
+    result = restore(data_dir, NAME, new_run_id())
+    assert ChromaStore.open(data_dir, result.physical).metadata()["content_fingerprint"] == FP
 
 
 def test_restore_with_an_empty_manifest_raises(data_dir: Path) -> None:

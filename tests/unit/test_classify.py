@@ -133,3 +133,14 @@ def test_classify_against_a_real_tree(tiny_corpus: Path) -> None:
     assert [f.source for f in second.todo] == ["added.txt", "intro.md"]
     assert (second.new, second.changed, second.unchanged) == (1, 1, 1)
     assert second.deleted == ["guides/keeper.txt"]  # the hidden row is out of scope
+
+
+@pytest.mark.parametrize("known", [None, state("a.md"), state("a.md", sha="")], ids=str)
+def test_unreadable_file_is_always_to_do_and_never_deleted(known: FileState | None) -> None:
+    f = FileRef(f"{ROOT}/a.md", "a.md", 0, 0.0, "", error="unreadable: permission denied")
+    changes = classify([f], {"a.md": known} if known else {}, ROOT, FP, scope())
+    assert changes.todo == [f]
+    assert (changes.new, changes.changed, changes.unchanged) == (
+        (1, 0, 0) if known is None else (0, 1, 0)
+    )
+    assert changes.deleted == []

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tasks import discover as discover_module
+from tasks.config import LoaderOptions
 from tasks.discover import FileRef, discover, file_sha256, plan_batches
 from tasks.errors import ConfigError
+from tasks.load.batch import load_batch
 
 
 def sources(
@@ -269,3 +273,73 @@ def test_root_that_is_a_file_raises_config_error(tmp_path: Path) -> None:
     path = write(tmp_path, "file.md")
     with pytest.raises(ConfigError):
         discover(path, ["**/*"])
+
+
+# -- unreadable and vanishing files ---------------------------------------------------------
+
+
+def _failing_hash(
+    monkeypatch: pytest.MonkeyPatch, name: str, action: Callable[[Path], None]
+) -> None:
+    """Make hashing ``name`` run ``action`` first (raise, or delete the file)."""
+    real = discover_module.file_sha256
+
+    def fake(path: Path) -> str:
+        if path.name == name:
+            action(path)
+        return real(path)
+
+    monkeypatch.setattr(discover_module, "file_sha256", fake)
+
+
+def _deny(path: Path) -> None:
+    raise PermissionError(13, "Permission denied", str(path))
+
+
+@pytest.mark.parametrize(
+    ("action", "reason"),
+    [
+        pytest.param(_deny, "unreadable: permission denied", id="permission-denied"),
+        pytest.param(Path.unlink, "vanished during the run", id="vanished"),
+    ],
+)
+def test_unreadable_file_is_returned_with_reason_and_others_go_on(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    action: Callable[[Path], None],
+    reason: str,
+) -> None:
+    for name in ("a.md", "b.md", "c.md"):
+        write(tmp_path, name)
+    _failing_hash(monkeypatch, "b.md", action)
+    a, b, c = discover(tmp_path, ["*.md"])
+    assert [a.source, b.source, c.source] == ["a.md", "b.md", "c.md"]
+    assert a.error is None and c.error is None and len(a.sha256) == 64
+    assert b.error == reason and b.sha256 == ""
+
+
+def test_file_gone_before_stat_is_vanished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, "a.md")
+    listed = list(discover_module.iter_matches(tmp_path, ["*.md"]))
+    monkeypatch.setattr(
+        discover_module, "iter_matches", lambda *a, **k: iter([*listed, tmp_path / "gone.md"])
+    )
+    a, gone = discover(tmp_path, ["*.md"])
+    assert a.error is None
+    assert (gone.source, gone.error, gone.size) == ("gone.md", "vanished during the run", 0)
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_unreadable_file_becomes_a_failed_row_and_the_batch_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    for name in ("a.md", "b.md", "c.md"):
+        write(tmp_path, name, f"# {name}\n\nsome text\n")
+    _failing_hash(monkeypatch, "b.md", _deny)
+    files = discover(tmp_path, ["*.md"])
+    rows = load_batch(files, LoaderOptions(workers=workers))
+    assert [(r.source, r.status, r.error) for r in rows] == [
+        ("a.md", "loaded", None),
+        ("b.md", "failed", "unreadable: permission denied"),
+        ("c.md", "loaded", None),
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,24 @@ def test_ragged_rows_are_kept_and_reported(tmp_path: Path) -> None:
     assert short.page_content == "a: 8\nb: 9"
 
 
+def test_ragged_rows_are_counted_in_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = "a,b,c\n1,2,3\n4,5,6,7\n\n8,9\n"
+    with caplog.at_level(logging.WARNING, logger="tasks.load.csvfile"):
+        docs(load(tmp_path, "ragged.csv", data))
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "ragged.csv: 2 ragged row(s) (field count differs from the header's 3)"
+    )
+
+
+def test_field_larger_than_128_kib_loads(tmp_path: Path) -> None:
+    big = "lorem ipsum " * 20_000  # 240 KB, over csv's default field_size_limit
+    [doc] = docs(load(tmp_path, "big.csv", f'id,body\n1,"{big}\nsecond line"\n'))
+    assert doc.page_content == f"id: 1\nbody: {big}\nsecond line"
+
+
 def test_blank_rows_are_skipped_and_rows_renumbered(tmp_path: Path) -> None:
     data = "a,b\n1,2\n\n,\n3,4\n"
     first, second = docs(load(tmp_path, "blanks.csv", data))
@@ -120,7 +139,16 @@ def test_blank_rows_are_skipped_and_rows_renumbered(tmp_path: Path) -> None:
         pytest.param(b"\n", "empty file: no text", id="one-newline"),
         pytest.param(b"a,b\n,\n", "empty CSV: no rows with content", id="no-content"),
         pytest.param(b"a,b\n1,\x002\n", "binary content in .csv: NUL bytes", id="nul"),
-        pytest.param(b'a,b\n"1,2\n' + b"x" * 200_000, "malformed CSV at line", id="huge-field"),
+        pytest.param(
+            b'a,b\n"1,2\n' + b"x" * 200_000,
+            "malformed CSV at line 2: quoted field not closed",
+            id="huge-unclosed-field",
+        ),
+        pytest.param(
+            b'a,b\n1,"2\n3,4\n',
+            "malformed CSV at line 2: quoted field not closed",
+            id="unclosed-field",
+        ),
     ],
 )
 def test_bad_csv_fails_with_reason(tmp_path: Path, data: bytes, reason: str) -> None:

@@ -7,7 +7,7 @@ import codecs
 import pytest
 
 from tasks.errors import LoadError
-from tasks.load.encoding import decode_text
+from tasks.load.encoding import Decoded, decode_text
 
 # A few hundred characters per language, so the detector has the evidence it needs.
 SAMPLES = {
@@ -157,3 +157,63 @@ def test_forced_encoding_skips_detection() -> None:
 
 def test_empty_bytes_decode_to_empty_text() -> None:
     assert decode_text(b"").text == ""
+
+
+# -- weak evidence: script checks -------------------------------------------------------------
+
+JAPANESE = "東京の天気は晴れです。明日は雨が降るでしょう。"
+CHINESE = "今天天气很好，我们去公园散步吧。"
+KOREAN = "오늘은날씨가아주좋습니다"
+RUSSIAN = "Маяк на скале светит каждую ночь."
+
+
+@pytest.mark.parametrize(
+    ("text", "codec"),
+    [
+        pytest.param(JAPANESE, "utf-16-le", id="japanese-le"),
+        pytest.param(JAPANESE, "utf-16-be", id="japanese-be"),
+        pytest.param(CHINESE, "utf-16-le", id="chinese-le"),
+        pytest.param(KOREAN, "utf-16-le", id="korean-le-nul-low-byte"),
+        pytest.param(RUSSIAN, "utf-16-le", id="russian-le-spaces"),
+        pytest.param(RUSSIAN, "utf-16-be", id="russian-be-spaces"),
+    ],
+)
+def test_utf16_without_bom_or_nul_pattern_by_script(text: str, codec: str) -> None:
+    decoded = decode_text(text.encode(codec), ".txt")
+    assert (decoded.text, decoded.encoding) == (text, codec)
+
+
+@pytest.mark.parametrize(
+    ("text", "codec"),
+    [
+        pytest.param(JAPANESE, "shift_jis", id="short-shift-jis"),
+        pytest.param(CHINESE, "gbk", id="short-gbk"),
+        pytest.param("Привет, мир", "cp1251", id="short-russian"),
+        pytest.param("Здравей", "cp1251", id="short-bulgarian"),
+        pytest.param("Привет, мир", "koi8_r", id="short-koi8"),
+    ],
+)
+def test_short_legacy_text_is_not_read_as_cp1252(text: str, codec: str) -> None:
+    decoded = decode_text(text.encode(codec), ".txt")
+    assert decoded.text == text
+    assert text.encode(decoded.encoding) == text.encode(codec)
+
+
+@pytest.mark.parametrize(
+    "text", ["Grüße aus Köln", "Café crème brûlée", "Smörgåsbord, tack", "naïve façade"]
+)
+def test_short_latin_text_stays_cp1252(text: str) -> None:
+    assert decode_text(text.encode("cp1252")) == Decoded(text, "cp1252")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"ab\0\0", id="one-utf32-unit"),
+        pytest.param(b"\x00\x00\x11\x00" * 4, id="utf32-beyond-unicode"),
+        pytest.param(b"Bush hid the facts\0\0", id="ascii-pairs-as-cjk"),
+    ],
+)
+def test_implausible_wide_text_is_binary(data: bytes) -> None:
+    with pytest.raises(LoadError, match="^binary content in .txt: NUL bytes$"):
+        decode_text(data, ".txt")

@@ -187,6 +187,37 @@ def test_latin1_label_means_windows_1252(tmp_path: Path) -> None:
     assert "charset_mismatch" not in row.document.metadata
 
 
+@pytest.mark.parametrize("label", ["iso-8859-1", "windows-1252", "iso-8859-15", "koi8-r"])
+def test_utf8_page_declaring_a_single_byte_charset_loads_as_utf8(
+    tmp_path: Path, label: str
+) -> None:
+    html = f'<meta charset="{label}"><p>Grüße aus Köln – schön, oder?</p>'
+    [row] = write_html(tmp_path, "mislabelled.html", html.encode("utf-8"))
+    assert row.document is not None
+    assert row.document.page_content == "Grüße aus Köln – schön, oder?"
+    meta = row.document.metadata
+    assert (meta["declared_charset"], meta["encoding"], meta["charset_mismatch"]) == (
+        label,
+        "utf-8",
+        True,
+    )
+
+
+def test_ascii_page_declaring_latin1_keeps_its_declaration(tmp_path: Path) -> None:
+    [row] = write_html(tmp_path, "a.html", b'<meta charset="iso-8859-1"><p>plain</p>')
+    assert row.document is not None
+    assert row.document.metadata["encoding"] == "cp1252"
+    assert "charset_mismatch" not in row.document.metadata
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "undeclared"])
+def test_nul_byte_after_the_prescan_fails_declared_or_not(tmp_path: Path, declared: bool) -> None:
+    head = b'<meta charset="windows-1252">' if declared else b""
+    data = head + b"<p>" + b"text " * 2000 + b"a\x00b</p>"
+    [row] = write_html(tmp_path, "nul.html", data)
+    assert (row.status, row.error) == ("failed", "binary content in .html: NUL bytes")
+
+
 def test_bom_wins_over_declaration(tmp_path: Path) -> None:
     html = '<meta charset="utf-8"><h1>UTF-16 page</h1><p>灯台</p>'
     [row] = write_html(tmp_path, "u16.html", codecs.BOM_UTF16_LE + html.encode("utf-16-le"))

@@ -122,6 +122,14 @@ def test_drop_collection_only_affects_that_collection(manifest: Manifest) -> Non
     assert manifest.physical(COL) == "docflow--v1"  # pointers are not file rows
 
 
+def test_collections_lists_every_collection_with_file_rows(manifest: Manifest) -> None:
+    assert manifest.collections() == []
+    manifest.commit("docflow--v1", "r", [update("a.md", ("v",))])
+    manifest.begin(COL, "r", [update("b.md", ("b",))])  # a pending row counts
+    manifest.switch("only-a-pointer", "x", "r")
+    assert manifest.collections() == [COL, "docflow--v1"]
+
+
 def test_live_chunk_ids_are_committed_ids_of_every_file(manifest: Manifest) -> None:
     manifest.commit(COL, "r", [update("a.md", ("a1", "a2")), update("b.md", ("b1",))])
     manifest.begin(COL, "r2", [update("b.md", ("b2",))])

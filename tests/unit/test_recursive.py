@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tasks.documents import Document
 from tasks.split import RecursiveCharacterTextSplitter
+from tasks.split.base import KeepSeparator
 from tests.conftest import corpus_files
 
 CORPUS = (
@@ -166,3 +167,26 @@ def test_corpus_list_is_real() -> None:
     if not CORPUS:
         pytest.skip("../shared/corpora is absent here")
     assert len(CORPUS) > 200 and all(isinstance(p, Path) for p in CORPUS)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["ab", " ", "\n", "\n\n", "é", "字", "😀", "."]), max_size=60
+    ).map("".join),
+    size=st.integers(2, 80),
+    keep=st.sampled_from([True, "end", False]),
+)
+def test_short_text_in_tokens_is_the_general_result(
+    text: str, size: int, keep: KeepSeparator
+) -> None:
+    """A text with fewer bytes than chunk_size tokens is one chunk without a span counter;
+    the general path gives the same spans and token counts."""
+    from tasks.split.units import TiktokenUnit, span_counter
+
+    unit = TiktokenUnit()
+    splitter = RecursiveCharacterTextSplitter(
+        chunk_size=size, chunk_overlap=size // 4, length_function=unit, keep_separator=keep
+    )
+    general = splitter.split_range(text, 0, len(text), span_counter(unit, text))
+    assert splitter.split_spans(text) == general

@@ -96,6 +96,12 @@ def test_byte_order_mark_and_crlf() -> None:
     assert got == [("body line", {"H1": "Title"}), ("more", {"H1": "Title", "H2": "Next"})]
 
 
+def test_byte_order_mark_before_a_setext_title() -> None:
+    # skipped for setext headers as for ATX ones: the title has no BOM
+    assert sections("\ufeffSetext\n===\nbody\n") == [("body", {"H1": "Setext"})]
+    assert sections("\ufeffTwo\nlines\n---\nbody\n") == [("body", {"H2": "Two lines"})]
+
+
 def test_fences_close_only_with_a_matching_fence() -> None:
     text = "# A\n```python\nx = 1\n```js\n# comment\n```\n# B\nb\n"
     assert [m for _, m in sections(text)] == [{"H1": "A"}, {"H1": "B"}]

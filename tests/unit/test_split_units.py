@@ -27,6 +27,7 @@ PIECES = [
     ".", ",", ";", "'", "'s", "'ll", "-", "_", "(", ")", "{", "}", "#", "`", "$", "/", "\\",
     "é", "É", "字", "字字", "😀", "\u00a0", "\u3000", "\u2028", "\x0b", "\x1c", "\ufeff",
     "\ufffd", "<|endoftext|>", "don't", "HTTPServer", "  x", "x  ",
+    "\n    ", "\t\t", " \t", "\x1f ", "    if",
 ]  # fmt: skip
 TEXTS = st.lists(st.sampled_from(PIECES), min_size=1, max_size=40).map("".join)
 
@@ -95,6 +96,19 @@ def test_span_counts_are_exact_on_real_text(unit: str) -> None:
         ), path
         checked += len(cuts)
     assert checked > 500
+
+
+def test_indentation_boundaries_hold_only_inside_a_span() -> None:
+    """The last space of an indentation run ends a pre-token only if a word follows it in
+    the span: every span of indented code, including those that end right after it."""
+    text = "def f(x):\n    if x:\n\t\treturn  x;\n  \n    y = [1,  2]\n"
+    unit = tiktoken_unit()
+    counter = unit.counter(text)
+    spans = [(a, b) for a in range(len(text) + 1) for b in range(a, len(text) + 1)]
+    expected = [unit(text[a:b]) for a, b in spans]
+    assert [counter(a, b) for a, b in spans] == expected
+    got = counter.count_spans([a for a, _ in spans], [b for _, b in spans])  # type: ignore[attr-defined]
+    assert got == expected
 
 
 def test_token_offsets_never_cut_a_character() -> None:

@@ -3,29 +3,43 @@
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from fsspec.implementations.memory import MemoryFileSystem
 
 from tasks.documents import Chunk, Document, Header, make_chunk_id
 from tasks.tables import (
     CHUNKS_SCHEMA,
     DOCUMENTS_SCHEMA,
+    TABLES_URL_FILE,
     DocumentRow,
+    _resolve,
     chunks_table,
     documents_table,
     embeddings_table,
+    list_parts,
     part_path,
+    part_sizes,
     read_chunks,
     read_documents,
+    read_part,
     read_table,
     read_vectors,
+    remove_run,
     table_dir,
+    table_location,
+    tables_url,
+    use_tables_url,
     write_atomic,
+    write_run,
 )
 
 RUN_A = "20250101T000000-aaaaaa"
@@ -293,3 +307,106 @@ def test_duckdb_reads_chunks_with_hive_run_id(data_dir: Path) -> None:
     assert headers[0] == [{"level": 1, "text": "H1 a.md A0"}]
     assert "run_id" in columns
     assert set(CHUNKS_SCHEMA.names) <= set(columns)
+
+
+# -- tables on any fsspec URL ---------------------------------------------------------------
+
+
+@pytest.fixture
+def memory_tables(data_dir: Path) -> Iterator[str]:
+    """Point the data dir's tables at an in-process ``memory://`` store of its own."""
+    url = f"memory://docflow-{uuid.uuid4().hex[:8]}/tables"
+    use_tables_url(data_dir, url)
+    yield url
+    fs = fsspec.filesystem("memory")
+    root = fs._strip_protocol(url)
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+def test_default_tables_url_is_in_the_data_dir(data_dir: Path) -> None:
+    assert tables_url(data_dir) == str(data_dir / "tables")
+    use_tables_url(data_dir, None)  # keeps what is recorded
+    use_tables_url(data_dir, str(data_dir / "tables"))  # the default records nothing
+    assert not (data_dir / TABLES_URL_FILE).exists()
+
+
+def test_file_url_tables_land_in_another_folder_and_back(data_dir: Path, tmp_path: Path) -> None:
+    shared = tmp_path / "shared" / "docflow-tables"
+    use_tables_url(data_dir, f"file://{shared}")
+    assert tables_url(data_dir) == str(shared.resolve())
+    by_run = _write_chunk_parts(data_dir)
+    assert not (data_dir / "tables").exists()
+    assert len(list(shared.rglob("part-*.parquet"))) == 3
+    assert read_table(data_dir, "chunks").num_rows == 7
+    assert read_chunks(part_path(data_dir, "chunks", RUN_B, 0)) == by_run[RUN_B]
+    use_tables_url(data_dir, str(data_dir / "tables"))  # back to the default
+    assert tables_url(data_dir) == str(data_dir / "tables")
+    assert read_table(data_dir, "chunks").num_rows == 0
+
+
+def test_memory_url_round_trips_every_table(data_dir: Path, memory_tables: str) -> None:
+    rows = [
+        DocumentRow("a.md", "sha-a", "markdown", "loaded", document=Document("hi", {"k": 1})),
+        DocumentRow("bad.pdf", "sha-b", "pdf", "failed", error="encrypted"),
+    ]
+    docs = part_path(data_dir, "documents", RUN_A, 0)
+    assert str(docs).startswith("memory:/")  # what tasks hand around (a folded URL)
+    write_atomic(documents_table(rows), docs)
+    assert read_documents(Path(str(docs))) == rows
+    by_run = _write_chunk_parts(data_dir)
+    assert read_chunks(part_path(data_dir, "chunks", RUN_A, 1)) == by_run[RUN_A][2:]
+    vectors = np.arange(12, dtype=np.float32).reshape(3, 4)
+    emb = write_atomic(
+        embeddings_table(["x", "y", "z"], "m", vectors), part_path(data_dir, "embeddings", RUN_A, 0)
+    )
+    ids, back = read_vectors(emb)
+    assert ids == ["x", "y", "z"] and np.array_equal(back, vectors)
+    write_run(data_dir, RUN_A, {"run_id": RUN_A, "collection": "c", "failures": []})
+
+    assert not (data_dir / "tables").exists()  # nothing local
+    table = read_table(data_dir, "chunks")
+    assert table.num_rows == 7 and set(table.column("run_id").to_pylist()) == {RUN_A, RUN_B}
+    assert read_table(data_dir, "chunks", ["n_chars"], run_id=RUN_B).num_rows == 2
+    assert read_table(data_dir, "runs").column("run_id").to_pylist() == [RUN_A]
+    assert [p.rsplit("/", 1)[-1] for p in list_parts(data_dir, "chunks", RUN_A)] == [
+        "part-00000.parquet",
+        "part-00001.parquet",
+    ]
+    assert all(p.startswith("memory://") for p in list_parts(data_dir, "chunks"))
+    assert len(part_sizes(data_dir, "chunks")) == 3 and min(part_sizes(data_dir, "chunks")) > 0
+
+    remove_run(data_dir, RUN_A)
+    assert read_table(data_dir, "chunks").num_rows == 2
+    assert list_parts(data_dir, "documents") == list_parts(data_dir, "runs") == []
+
+
+def test_remote_write_is_atomic(data_dir: Path, memory_tables: str) -> None:
+    fs = fsspec.filesystem("memory")
+    path = part_path(data_dir, "chunks", RUN_A, 0)
+    write_atomic(_one_col([1, 2, 3]), path)
+    with pytest.raises(pa.ArrowNotImplementedError):  # fails mid-write
+        write_atomic(_unwritable(), path)
+    assert read_part(path).column("x").to_pylist() == [1, 2, 3]  # the old part is intact
+    folder = fs._strip_protocol(table_location(data_dir, "chunks", RUN_A))
+    assert [p.rsplit("/", 1)[-1] for p in fs.find(folder)] == ["part-00000.parquet"]
+
+    # a writer killed mid-write leaves a hidden temporary key: no reader sees it
+    with fs.open(f"{folder}/.part-00001.parquet.999.deadbeef.tmp", "wb") as fh:
+        fh.write(b"PAR1 half a part")
+    assert len(list_parts(data_dir, "chunks")) == 1
+    assert read_table(data_dir, "chunks").num_rows == 3
+
+    # a complete part appears whole, under its final name only
+    write_atomic(_one_col([4]), part_path(data_dir, "chunks", RUN_A, 2))
+    assert read_table(data_dir, "chunks").num_rows == 4
+
+
+def test_folded_urls_resolve_like_urls() -> None:
+    assert str(Path("s3://bucket/tables/x.parquet")) == "s3:/bucket/tables/x.parquet"
+    for spelled in ("memory://b/t/x.parquet", Path("memory://b/t/x.parquet")):
+        fs, path = _resolve(spelled)
+        assert isinstance(fs, MemoryFileSystem) and path == "/b/t/x.parquet"
+    assert _resolve("file:///tmp/t/x.parquet") == (None, "/tmp/t/x.parquet")
+    assert _resolve(Path("relative/x.parquet")) == (None, "relative/x.parquet")
+    assert _resolve("nosuchscheme://a/b") == (None, "nosuchscheme://a/b")
