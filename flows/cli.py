@@ -97,7 +97,7 @@ def ingest_options(fn: F) -> F:
         click.option(
             "--splitter",
             help="Splitting strategy [auto]: auto, recursive, character, token, markdown, "
-            "html, code.",
+            "html, code, semantic, cluster.",
         ),
         click.option("--chunk-size", type=int, help="Maximum chunk size [1024]."),
         click.option("--chunk-overlap", type=int, help="Overlap between chunks [100]."),
@@ -474,7 +474,8 @@ def inspect(
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--splitter",
-    help="Splitting strategy [auto]: auto, recursive, character, token, markdown, html, code.",
+    help="Splitting strategy [auto]: auto, recursive, character, token, markdown, html, code, "
+    "semantic, cluster.",
 )
 @click.option("--chunk-size", type=int, help="Maximum chunk size in the length unit [1024].")
 @click.option("--chunk-overlap", type=int, help="Overlap between chunks [100].")
@@ -632,6 +633,77 @@ def serve(limit: int | None) -> None:
 
     with _errors_to_exit_codes():
         run(limit)
+
+
+@cli.command()
+@click.option(
+    "--dataset",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Evaluation data set: corpora/*.md and questions.csv [../shared/eval/chunking].",
+)
+@click.option(
+    "--splitter",
+    "specs",
+    multiple=True,
+    help="Configuration NAME[:KEY=VALUE,...], e.g. token:chunk_size=278,chunk_overlap=139 "
+    "(repeatable) [recursive:chunk_size=1024,chunk_overlap=100,length_unit=chars].",
+)
+@click.option("--model", help="Embedding model name or path [all-MiniLM-L6-v2].")
+@click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Top k.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data/eval"),
+    show_default=True,
+    help="Folder for the Parquet files and the recall-vs-IoU plot.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def evaluate(
+    dataset: Path | None,
+    specs: tuple[str, ...],
+    model: str | None,
+    k: int,
+    out: Path,
+    as_json: bool,
+) -> None:
+    """Score splitter configurations by character-level retrieval recall, precision and IoU.
+
+    Per configuration: chunk every corpus, embed chunks and questions, retrieve the top k
+    by cosine, and report recall, precision, IoU and precision_Ω (mean ± population std,
+    × 100). Writes Parquet files and a PNG plot to --out.
+
+    Example: docflow evaluate --splitter token:chunk_size=278,chunk_overlap=139 --json
+    """
+    from flows.evaluate import DEFAULT_DATASET
+    from tasks.embed import DEFAULT_MODEL
+    from tasks.evaluate import DEFAULT_SPECS, format_table, parse_spec
+
+    path = dataset or DEFAULT_DATASET
+    with _errors_to_exit_codes():
+        if not (path / "questions.csv").is_file() or not (path / "corpora").is_dir():
+            raise ConfigError(
+                f"evaluation data set not found: {path} (needs corpora/*.md and questions.csv)"
+            )
+        for spec in specs or DEFAULT_SPECS:  # bad specs are usage errors, before any flow
+            parse_spec(spec, model)
+        from flows.evaluate import evaluate as run
+
+        result = run(
+            dataset=str(path),
+            splitters=list(specs) or None,
+            model=model or DEFAULT_MODEL,
+            k=k,
+            out=str(out),
+        )
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, default=str))
+        return
+    click.echo(
+        f"{result['dataset']}: {result['n_questions']} questions, k = {result['k']} "
+        "(mean ± population std, × 100)"
+    )
+    click.echo(format_table(result["configs"]))
+    click.echo(f"wrote {result['parquet']}, {result['questions_parquet']}, {result['plot']}")
 
 
 def main(argv: list[str] | None = None) -> int:

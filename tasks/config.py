@@ -99,7 +99,9 @@ RUN_ONLY_LOADER_FIELDS: tuple[str, ...] = (
     "memory_limit_mb",
 )
 
-SplitterName = Literal["auto", "recursive", "character", "token", "markdown", "html", "code"]
+SplitterName = Literal[
+    "auto", "recursive", "character", "token", "markdown", "html", "code", "semantic", "cluster"
+]
 LengthUnit = Literal["chars", "tokens", "model_tokens"]
 
 

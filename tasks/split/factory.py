@@ -13,10 +13,12 @@ from tasks.errors import ConfigError, LoadError
 from tasks.split.auto import HTML_HEADERS, MARKDOWN_HEADERS, AutoSplitter
 from tasks.split.base import SpanSplitter
 from tasks.split.character import CharacterTextSplitter
+from tasks.split.cluster import ClusterSemanticChunker
 from tasks.split.code import CodeTextSplitter
 from tasks.split.html import HTMLHeaderTextSplitter
 from tasks.split.markdown import MarkdownHeaderTextSplitter
 from tasks.split.recursive import RecursiveCharacterTextSplitter
+from tasks.split.semantic import SemanticChunker
 from tasks.split.token import TokenTextSplitter, TokenUnit
 from tasks.split.units import length_unit, model_tokens_unit, tiktoken_unit
 from tasks.tables import DocumentRow
@@ -30,6 +32,11 @@ SPLITTERS: dict[str, str] = {
     "markdown": "Markdown header sections (header lines kept), capped at chunk_size",
     "html": "HTML header sections of the page text, capped at chunk_size",
     "code": "recursive with the separators of each file's language",
+}
+#: The embedding-based splitters (they embed while splitting, with the ingest's model).
+SEMANTIC_SPLITTERS: dict[str, str] = {
+    "semantic": "breaks where neighbouring sentences' embeddings drift apart, capped at chunk_size",
+    "cluster": "small pieces grouped to maximise within-chunk similarity, capped at chunk_size",
 }
 
 
@@ -48,11 +55,19 @@ def build_splitter(params: IngestParams) -> SpanSplitter:
             whose tokenizer cannot be loaded.
 
     """
-    name = params.splitter
-    if name not in SPLITTERS:
-        raise ConfigError(f"unknown splitter {name!r}; expected one of {', '.join(SPLITTERS)}")
+    name: str = params.splitter
+    known = {**SPLITTERS, **SEMANTIC_SPLITTERS}
+    if name not in known:
+        raise ConfigError(f"unknown splitter {name!r}; expected one of {', '.join(known)}")
     unit = _unit(params)
     size, overlap = params.chunk_size, params.chunk_overlap
+    if name in SEMANTIC_SPLITTERS:
+        from tasks.embed import Embedder
+
+        embedder = Embedder(params.model, batch_size=params.embed_batch_size)
+        if name == "semantic":
+            return SemanticChunker(embedder, chunk_size=size, length_function=unit)
+        return ClusterSemanticChunker(embedder, chunk_size=size, length_function=unit)
     if name == "auto":
         return AutoSplitter(size, overlap, unit)
     if name == "recursive":

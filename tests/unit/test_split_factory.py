@@ -68,7 +68,7 @@ def test_settings_and_unit_change_the_fingerprint() -> None:
 @pytest.mark.parametrize(
     "overrides,message",
     [
-        ({"splitter": "semantic"}, "invalid splitter"),
+        ({"splitter": "fancy"}, "invalid splitter"),
         ({"length_unit": "bytes"}, "invalid length_unit"),
     ],
 )
