@@ -443,11 +443,13 @@ def test_html_header_paths_match_langchain_on_real_pages(headers: list[tuple[str
     assert compared >= 25
 
 
-# generated Markdown, within what both read alike: ATX headers (levels 1-3 split on, 4 not;
-# up to 3 leading spaces; each title unique, so no two sections share a header path), text,
-# list items, blank lines; no fences, setext underlines, indented code or front matter
+# generated Markdown, within what both read alike: ATX headers (levels 1-3 split on; up to 3
+# leading spaces; each title unique, so no two sections share a header path), text, list
+# items, blank lines; no fences, setext underlines, indented code or front matter, and no
+# header-like line that is not split on (LangChain then moves the section ending in it into
+# the next one: a known difference, see the README)
 MD_LINES = st.one_of(
-    st.sampled_from(["", "", "text here", "more words.", "- item", "1. first", "#### Minor"]),
+    st.sampled_from(["", "", "text here", "more words.", "- item", "1. first"]),
     st.sampled_from(["plain", "a line", "x = 1"]),
 )
 MD_HEADERS = st.tuples(st.sampled_from(["#", "##", "###"]), st.sampled_from(["", " ", "  "]))
