@@ -97,12 +97,18 @@ def ingest_options(fn: F) -> F:
         click.option(
             "--splitter",
             help="Splitting strategy [auto]: auto, recursive, character, token, markdown, "
-            "html, code, semantic, cluster.",
+            "html, code, semantic, cluster, agentic (LLM: env DOCFLOW_LLM_BASE_URL, "
+            "DOCFLOW_LLM_MODEL, DOCFLOW_LLM_API_KEY).",
         ),
-        click.option("--chunk-size", type=int, help="Maximum chunk size [1024]."),
-        click.option("--chunk-overlap", type=int, help="Overlap between chunks [100]."),
-        click.option("--length-unit", help="Unit of the sizes [chars]."),
+        click.option("--chunk-size", type=int, help="Maximum chunk size [200]."),
+        click.option("--chunk-overlap", type=int, help="Overlap between chunks [50]."),
+        click.option("--length-unit", help="Unit of the sizes [model_tokens]."),
         click.option("--model", help="Embedding model name or path [all-MiniLM-L6-v2]."),
+        click.option(
+            "--embed-backend",
+            type=click.Choice(["auto", "torch", "torch-fp16", "onnx", "onnx-int8"]),
+            help="How the model runs [auto: torch-fp16 on CUDA, else onnx-int8].",
+        ),
         click.option(
             "--max-file-size",
             type=click.IntRange(min=1),
@@ -475,12 +481,21 @@ def inspect(
 @click.option(
     "--splitter",
     help="Splitting strategy [auto]: auto, recursive, character, token, markdown, html, code, "
-    "semantic, cluster.",
+    "semantic, cluster, agentic (LLM: env DOCFLOW_LLM_BASE_URL, DOCFLOW_LLM_MODEL, "
+    "DOCFLOW_LLM_API_KEY).",
 )
-@click.option("--chunk-size", type=int, help="Maximum chunk size in the length unit [1024].")
-@click.option("--chunk-overlap", type=int, help="Overlap between chunks [100].")
-@click.option("--length-unit", help="Unit of the sizes [chars]: chars, tokens, model_tokens.")
+@click.option("--chunk-size", type=int, help="Maximum chunk size in the length unit [200].")
+@click.option("--chunk-overlap", type=int, help="Overlap between chunks [50].")
+@click.option(
+    "--length-unit", help="Unit of the sizes [model_tokens]: chars, tokens, model_tokens."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write an HTML page highlighting the chunks and overlaps to this file.",
+)
 def split(
     file: Path,
     splitter: str | None,
@@ -488,6 +503,7 @@ def split(
     chunk_overlap: int | None,
     length_unit: str | None,
     as_json: bool,
+    html_out: Path | None,
 ) -> None:
     """Show how FILE is split: every chunk with its span, size and header path.
 
@@ -520,6 +536,15 @@ def split(
         }
         for c in chunks
     ]
+    if html_out is not None:
+        from tasks.visualize import render_chunks_html
+
+        documents = [r.document for r in rows if r.document is not None]
+        page_settings = {k: getattr(params, k) for k in overrides}
+        with _errors_to_exit_codes():
+            page = render_chunks_html(documents, chunks, str(file), page_settings)
+            html_out.write_text(page, encoding="utf-8")
+        click.echo(f"wrote {html_out}", err=True)  # stderr: --json keeps one object on stdout
     if as_json:
         settings = {k: getattr(params, k) for k in overrides}
         payload = {"file": str(file), **settings, "documents": len(rows), "chunks": records}
@@ -645,8 +670,9 @@ def serve(limit: int | None) -> None:
     "--splitter",
     "specs",
     multiple=True,
-    help="Configuration NAME[:KEY=VALUE,...], e.g. token:chunk_size=278,chunk_overlap=139 "
-    "(repeatable) [recursive:chunk_size=1024,chunk_overlap=100,length_unit=chars].",
+    help="Configuration NAME[:KEY=VALUE,...], e.g. "
+    "token:chunk_size=278,chunk_overlap=139,length_unit=tokens "
+    "(repeatable) [auto:chunk_size=200,chunk_overlap=50,length_unit=model_tokens].",
 )
 @click.option("--model", help="Embedding model name or path [all-MiniLM-L6-v2].")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Top k.")
@@ -672,7 +698,8 @@ def evaluate(
     by cosine, and report recall, precision, IoU and precision_Ω (mean ± population std,
     × 100). Writes Parquet files and a PNG plot to --out.
 
-    Example: docflow evaluate --splitter token:chunk_size=278,chunk_overlap=139 --json
+    Example: docflow evaluate --json
+    --splitter token:chunk_size=278,chunk_overlap=139,length_unit=tokens
     """
     from flows.evaluate import DEFAULT_DATASET
     from tasks.embed import DEFAULT_MODEL

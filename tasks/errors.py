@@ -19,5 +19,9 @@ class EmbedError(DocflowError):
     """The embedding model cannot be loaded or used."""
 
 
+class LLMError(DocflowError):
+    """The LLM endpoint failed, timed out, or gave no valid reply (after one retry)."""
+
+
 class StoreError(DocflowError):
     """The vector store refused an operation or does not match this run's settings."""

@@ -41,7 +41,7 @@ METRICS: tuple[str, ...] = ("recall", "precision", "iou", "precision_omega")
 #: IngestParams fields a splitter spec may set.
 SPEC_FIELDS: tuple[str, ...] = ("chunk_size", "chunk_overlap", "length_unit", "model")
 #: The configuration used when none is given.
-DEFAULT_SPECS: tuple[str, ...] = ("recursive:chunk_size=1024,chunk_overlap=100,length_unit=chars",)
+DEFAULT_SPECS: tuple[str, ...] = ("auto:chunk_size=200,chunk_overlap=50,length_unit=model_tokens",)
 
 Interval = tuple[int, int]
 
@@ -126,7 +126,7 @@ def _coerce(name: str, value: str) -> Any:
 
 
 def parse_spec(spec: str, model: str | None = None) -> EvalConfig:
-    """Parse ``NAME[:KEY=VALUE,...]`` (e.g. ``token:chunk_size=278,chunk_overlap=139``).
+    """Parse ``NAME[:KEY=VALUE,...]``, e.g. ``token:chunk_size=278,length_unit=tokens``.
 
     NAME is any splitter ``build_splitter`` knows (semantic ones too); keys are IngestParams
     fields (``chunk_size``, ``chunk_overlap``, ``length_unit``, ``model`` and any other
@@ -425,8 +425,13 @@ def plot_recall_iou(summary: Sequence[Mapping[str, Any]], path: Path) -> Path:
 
     fig = Figure(figsize=(7, 5), dpi=100)
     ax = fig.add_subplot()
-    for row in summary:  # one point per configuration, named in the legend below the axes
-        ax.scatter([float(row["iou_mean"])], [float(row["recall_mean"])], s=40, label=row["config"])
+    # one point per configuration, numbered on the plot and named in the legend below the axes
+    # (colours repeat after ten, so the number is what tells points apart)
+    for number, row in enumerate(summary, start=1):
+        x, y = float(row["iou_mean"]), float(row["recall_mean"])
+        marker = "osD^v"[(number - 1) // 10 % 5]
+        ax.scatter([x], [y], s=40, marker=marker, label=f"{number}. {row['config']}")
+        ax.annotate(str(number), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8)
     if summary:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
     ax.set_xlabel("IoU (mean × 100)")

@@ -54,6 +54,9 @@ class RunSummary:
     chunks_from_cache: int = 0
     chunks_deleted: int = 0
     seconds: float = 0.0
+    #: Busy seconds per stage, summed over batches (load, split, embed, store, tables).
+    #: Batches overlap, so the sum can exceed ``seconds``; see flows/ingest.py.
+    stage_seconds: dict[str, float] = field(default_factory=dict)
     physical: str = ""
     failures: list[dict[str, str]] = field(default_factory=list)
 
@@ -61,6 +64,10 @@ class RunSummary:
         """Record files that failed to load."""
         self.failures.extend({"source": s, "error": e} for s, e in failures)
         self.files_failed = len(self.failures)
+
+    def add_stage(self, stage: str, seconds: float) -> None:
+        """Add ``seconds`` of work to ``stage``'s busy time."""
+        self.stage_seconds[stage] = round(self.stage_seconds.get(stage, 0.0) + seconds, 3)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""

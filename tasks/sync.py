@@ -9,9 +9,10 @@ of an interrupted attempt are removed) and is retried next run.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,6 +32,8 @@ class SyncResult:
 
     written: int
     deleted: int
+    seconds: float = 0.0  # writing the store and committing the manifest
+    table_seconds: float = 0.0  # reading the batch's Parquet parts
 
 
 def commit_batch(
@@ -103,6 +106,7 @@ def store_task(
     ctx: RunContext, documents: PartRef, chunks: PartRef, embeddings: PartRef
 ) -> SyncResult:
     """Write a batch into the collection and commit it to the manifest."""
+    started = time.perf_counter()
     rows = read_documents(Path(documents.path))
     batch = read_chunks(Path(chunks.path))
     ids, vectors = (
@@ -110,11 +114,12 @@ def store_task(
     )
     if ids != [c.chunk_id for c in batch]:
         raise RuntimeError(f"embeddings part {embeddings.path} does not match {chunks.path}")
+    read = time.perf_counter()
     store = ChromaStore.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
     with Manifest.open(Path(ctx.data_dir)) as manifest:
         result = commit_batch(ctx, store, manifest, rows, batch, vectors)
     get_run_logger().info("stored %d chunks, deleted %d stale", result.written, result.deleted)
-    return result
+    return replace(result, seconds=time.perf_counter() - read, table_seconds=read - started)
 
 
 @task(name="delete", retry_condition_fn=retry_transient, **STORE_RETRIES)

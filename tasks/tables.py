@@ -466,3 +466,5 @@ class PartRef:
     rows: int
     failures: tuple[tuple[str, str], ...] = ()
     cached: int = 0  # embeddings only: rows whose vector came from the cache
+    seconds: float = 0.0  # the stage's own work on this batch (loading, splitting...)
+    table_seconds: float = 0.0  # reading and writing its Parquet parts

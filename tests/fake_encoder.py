@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 
+@functools.cache
+def bundled_tokenizer() -> Any:
+    from tokenizers import Tokenizer
+
+    from tasks.embed import resolve_model_path
+
+    return Tokenizer.from_file(str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json"))
+
+
 class HashEncoder:
-    """Hash words into a fixed-size bag-of-words vector, normalised (similar texts are close)."""
+    """Hash words into a fixed-size bag-of-words vector, normalised (similar texts are close).
+
+    Its ``tokenizer`` (what ``length_unit="model_tokens"``, the ingest default, counts in) is
+    the bundled all-MiniLM-L6-v2's, so ingests with the fake split as with the real model.
+    """
 
     def __init__(self, dimension: int = 64):
         self.dimension = dimension
+
+    @property
+    def tokenizer(self) -> Any:
+        return bundled_tokenizer()
 
     def get_embedding_dimension(self) -> int:
         return self.dimension

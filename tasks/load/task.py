@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -21,10 +22,13 @@ def load_task(
     options: LoaderOptions | None = None,
 ) -> PartRef:
     """Load a batch of files; failures are rows with a reason, never an exception."""
+    started = time.perf_counter()
     rows = load_batch(files, options)
+    loaded = time.perf_counter()
     path = write_atomic(
         documents_table(rows), part_path(Path(data_dir), "documents", run_id, batch)
     )
+    written = time.perf_counter()
     failures = tuple((r.source, r.error or "") for r in rows if r.status == "failed")
     get_run_logger().info(
         "batch %d: %d files -> %d documents, %d failed",
@@ -33,4 +37,11 @@ def load_task(
         len(rows) - len(failures),
         len(failures),
     )
-    return PartRef("documents", str(path), len(rows) - len(failures), failures)
+    return PartRef(
+        "documents",
+        str(path),
+        len(rows) - len(failures),
+        failures,
+        seconds=loaded - started,
+        table_seconds=written - loaded,
+    )

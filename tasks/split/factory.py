@@ -38,6 +38,10 @@ SEMANTIC_SPLITTERS: dict[str, str] = {
     "semantic": "breaks where neighbouring sentences' embeddings drift apart, capped at chunk_size",
     "cluster": "small pieces grouped to maximise within-chunk similarity, capped at chunk_size",
 }
+#: The splitters that call an LLM (an OpenAI-compatible endpoint: llm_base_url, llm_model).
+LLM_SPLITTERS: dict[str, str] = {
+    "agentic": "an LLM groups the sentences' propositions by topic, titled, capped at chunk_size",
+}
 
 
 def _unit(params: IngestParams) -> Callable[[str], int]:
@@ -51,12 +55,12 @@ def build_splitter(params: IngestParams) -> SpanSplitter:
     """Return the splitter configured by ``params`` (name, sizes, length unit).
 
     Raises:
-        ConfigError: For a splitter or length unit this build does not have, or a model
-            whose tokenizer cannot be loaded.
+        ConfigError: For a splitter or length unit this build does not have, a model
+            whose tokenizer cannot be loaded, or an LLM splitter without endpoint or model.
 
     """
     name: str = params.splitter
-    known = {**SPLITTERS, **SEMANTIC_SPLITTERS}
+    known = {**SPLITTERS, **SEMANTIC_SPLITTERS, **LLM_SPLITTERS}
     if name not in known:
         raise ConfigError(f"unknown splitter {name!r}; expected one of {', '.join(known)}")
     unit = _unit(params)
@@ -64,10 +68,18 @@ def build_splitter(params: IngestParams) -> SpanSplitter:
     if name in SEMANTIC_SPLITTERS:
         from tasks.embed import Embedder
 
-        embedder = Embedder(params.model, batch_size=params.embed_batch_size)
+        embedder = Embedder(
+            params.model, batch_size=params.embed_batch_size, backend=params.embed_backend
+        )
         if name == "semantic":
             return SemanticChunker(embedder, chunk_size=size, length_function=unit)
         return ClusterSemanticChunker(embedder, chunk_size=size, length_function=unit)
+    if name in LLM_SPLITTERS:
+        from tasks.split.agentic import AgenticChunker
+
+        return AgenticChunker(
+            params.llm_base_url, params.llm_model, chunk_size=size, length_function=unit
+        )
     if name == "auto":
         return AutoSplitter(size, overlap, unit)
     if name == "recursive":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from prefect import get_run_logger, task
@@ -14,7 +15,18 @@ from tasks.tables import PartRef, chunks_table, part_path, read_documents, write
 @task(name="split")
 def split_task(documents: PartRef, params: IngestParams, run_id: str, batch: int) -> PartRef:
     """Split the documents of a batch into chunks."""
-    chunks = split_rows(read_documents(Path(documents.path)), build_splitter(params))
+    started = time.perf_counter()
+    rows = read_documents(Path(documents.path))
+    read = time.perf_counter()
+    chunks = split_rows(rows, build_splitter(params))
+    split = time.perf_counter()
     path = write_atomic(chunks_table(chunks), part_path(params.data_path, "chunks", run_id, batch))
+    written = time.perf_counter()
     get_run_logger().info("batch %d: %d documents -> %d chunks", batch, documents.rows, len(chunks))
-    return PartRef("chunks", str(path), len(chunks))
+    return PartRef(
+        "chunks",
+        str(path),
+        len(chunks),
+        seconds=split - read,
+        table_seconds=(read - started) + (written - split),
+    )

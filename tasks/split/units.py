@@ -310,8 +310,13 @@ def model_tokens_unit(model: str = "all-MiniLM-L6-v2") -> HuggingFaceUnit:
     def load() -> HuggingFaceUnit:
         from tokenizers import Tokenizer
 
-        from tasks.embed import resolve_model_path
+        from tasks.embed import CUSTOM_ENCODERS, resolve_model_path
 
+        if model in CUSTOM_ENCODERS:  # a registered encoder brings its tokenizer, if it has one
+            tokenizer = getattr(CUSTOM_ENCODERS[model](), "tokenizer", None)
+            if tokenizer is None:
+                raise ValueError(f"encoder {model!r} has no tokenizer: use chars or tokens")
+            return HuggingFaceUnit(tokenizer, name=model)
         path = resolve_model_path(model)
         tokenizer_json = os.path.join(path, "tokenizer.json")
         if os.path.isfile(tokenizer_json):

@@ -14,7 +14,7 @@ from flows.cli import main
 from tasks.evaluate import METRICS
 from tests.conftest import EVAL
 
-SPEC = "token:chunk_size=278,chunk_overlap=139"
+SPEC = "token:chunk_size=278,chunk_overlap=139,length_unit=tokens"
 CONFIG_KEYS = {
     "config",
     "splitter",

@@ -7,13 +7,11 @@ the load worker processes, the splitter, the tables and Chroma.
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from flows.ingest import ingest
@@ -23,24 +21,10 @@ from tasks.embed import CUSTOM_ENCODERS, register_encoder
 from tasks.store import ChromaStore
 from tasks.tables import read_table
 from tests.conftest import shared_path
+from tests.fake_encoder import HashEncoder
 
 FAKE_MODEL = "fake-hash-64"
 WHITESPACE_ONLY_PDFS = {"pdf/git.pdf"}  # its only text is " \n": no text layer
-
-
-class HashEncoder:
-    """Bag of hashed words in 64 dimensions, normalised: deterministic and fast."""
-
-    def get_embedding_dimension(self) -> int:
-        return 64
-
-    def encode(self, texts: Sequence[str], **_: Any) -> np.ndarray:
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in text.lower().split():
-                out[i, zlib.crc32(word.encode("utf-8")) % 64] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1.0, norms)
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,12 @@ import pytest
 from flows.ingest import ingest
 from flows.query import query
 from tasks.config import IngestParams
+from tasks.split.units import model_tokens_unit
 from tasks.store import ChromaStore
 from tasks.tables import read_table
 from tests.conftest import SAMPLE, shared_path
+
+MODEL_TOKENS = model_tokens_unit()
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +51,17 @@ def test_summary_counts_equal_tables_and_store(markdown_run: tuple[dict[str, Any
     assert read_table(data_dir, "runs").column("run_id").to_pylist() == [summary["run_id"]]
 
 
+def test_summary_reports_busy_seconds_per_stage(markdown_run: tuple[dict[str, Any], Path]) -> None:
+    summary, data_dir = markdown_run
+    stages = summary["stage_seconds"]
+    assert set(stages) == {"plan", "load", "split", "embed", "store", "tables"}
+    assert all(seconds >= 0 for seconds in stages.values())
+    # the run embedded real chunks with the real model: that stage took measurable time
+    assert stages["embed"] > 0 and stages["load"] > 0 and stages["store"] > 0
+    (recorded,) = read_table(data_dir, "runs").column("stage_seconds").to_pylist()
+    assert json.loads(recorded) == stages
+
+
 def test_tables_are_readable_by_duckdb(markdown_run: tuple[dict[str, Any], Path]) -> None:
     summary, data_dir = markdown_run
     pattern = str(data_dir / "tables" / "chunks" / "**" / "*.parquet")
@@ -67,10 +82,13 @@ def test_chunks_are_exact_spans_of_the_loaded_text(
         if r["status"] == "loaded"
     }
     for c in read_table(
-        data_dir, "chunks", ["doc_id", "start_index", "end_index", "text", "n_chars"]
+        data_dir, "chunks", ["doc_id", "start_index", "end_index", "text", "n_chars", "n_tokens"]
     ).to_pylist():
         assert texts[c["doc_id"]][c["start_index"] : c["end_index"]] == c["text"]
-        assert c["n_chars"] == len(c["text"]) <= 1024
+        assert c["n_chars"] == len(c["text"])
+        # the default unit is the model's own tokens: no chunk is longer than it reads
+        assert c["n_tokens"] == MODEL_TOKENS(c["text"])
+        assert c["n_tokens"] <= 200
 
 
 @pytest.mark.parametrize(

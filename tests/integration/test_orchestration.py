@@ -262,7 +262,7 @@ def test_deploy_registers_every_deployment_with_its_form(deployed: list[str]) ->
     fields = form["definitions"]["IngestParams"]["properties"]
     assert {"source", "include", "chunk_size", "source_template", "chroma_host"} <= set(fields)
     assert all(f.get("description") for f in fields.values())
-    assert fields["chunk_size"]["default"] == 1024
+    assert fields["chunk_size"]["default"] == 200
     backfill = deps["backfill/backfill"].parameter_openapi_schema["definitions"]
     assert set(backfill["BackfillParams"]["properties"]) == {
         "start",
@@ -403,6 +403,13 @@ def test_backfill_runs_one_subflow_per_partition_and_keeps_them_all(
     assert store_contents(store).keys() == contents.keys()
 
 
+def _models_loaded() -> int:
+    """Return how many models this process holds (torch models and ONNX sessions)."""
+    from tasks import embed, embed_backends
+
+    return len(embed._models) + len(embed_backends._sessions)
+
+
 def test_dask_runner_gives_the_same_store_as_threads(
     prefect_api: str, corpus: Path, workdir: Path
 ) -> None:
@@ -431,7 +438,7 @@ def test_dask_runner_gives_the_same_store_as_threads(
         dask = on_dask(params("dask-data"))
         TIMINGS["dask_ingest_s"] = round(time.perf_counter() - t0, 1)
         with Client(cluster) as client:  # the embedding ran in the Dask worker processes
-            models = client.run(lambda: len(__import__("tasks.embed").embed._models))
+            models = client.run(_models_loaded)
         assert sum(models.values()) >= 1
 
     keys = ("files_seen", "files_failed", "documents", "chunks_written", "chunks_embedded")

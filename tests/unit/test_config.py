@@ -19,8 +19,9 @@ def toml(tmp_path: Path, text: str, name: str = "docflow.toml") -> Path:
 
 def test_defaults() -> None:
     params = resolve_params(environ={})
-    assert params.chunk_size == 1024
-    assert params.chunk_overlap == 100
+    assert params.chunk_size == 200
+    assert params.chunk_overlap == 50
+    assert params.length_unit == "model_tokens"
     assert params.data_dir == "data"
     assert params.source == "data/raw"
     assert params.include == [] and params.exclude == []
@@ -33,12 +34,12 @@ def test_defaults() -> None:
 def test_default_environ_is_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCFLOW_CHUNK_SIZE", "321")
     assert resolve_params().chunk_size == 321
-    assert resolve_params(environ={}).chunk_size == 1024
+    assert resolve_params(environ={}).chunk_size == 200
 
 
 # -- precedence -----------------------------------------------------------------------------
 
-FILE = "chunk_size = 500\nchunk_overlap = 50\nsource = 'from/file'\ncollection = 'filecol'\n"
+FILE = "chunk_size = 500\nchunk_overlap = 40\nsource = 'from/file'\ncollection = 'filecol'\n"
 ENV = {"DOCFLOW_CHUNK_SIZE": "600", "DOCFLOW_SOURCE": "from/env"}
 OVERRIDES = {"chunk_size": 700}
 
@@ -46,12 +47,12 @@ OVERRIDES = {"chunk_size": 700}
 @pytest.mark.parametrize(
     ("use_file", "env", "overrides", "expected"),
     [
-        pytest.param(False, {}, {}, (1024, 100, "data/raw", "docflow"), id="defaults"),
-        pytest.param(True, {}, {}, (500, 50, "from/file", "filecol"), id="file"),
-        pytest.param(True, ENV, {}, (600, 50, "from/env", "filecol"), id="env-beats-file"),
-        pytest.param(False, ENV, {}, (600, 100, "from/env", "docflow"), id="env-only"),
-        pytest.param(True, ENV, OVERRIDES, (700, 50, "from/env", "filecol"), id="override-wins"),
-        pytest.param(True, {}, OVERRIDES, (700, 50, "from/file", "filecol"), id="override-file"),
+        pytest.param(False, {}, {}, (200, 50, "data/raw", "docflow"), id="defaults"),
+        pytest.param(True, {}, {}, (500, 40, "from/file", "filecol"), id="file"),
+        pytest.param(True, ENV, {}, (600, 40, "from/env", "filecol"), id="env-beats-file"),
+        pytest.param(False, ENV, {}, (600, 50, "from/env", "docflow"), id="env-only"),
+        pytest.param(True, ENV, OVERRIDES, (700, 40, "from/env", "filecol"), id="override-wins"),
+        pytest.param(True, {}, OVERRIDES, (700, 40, "from/file", "filecol"), id="override-file"),
     ],
 )
 def test_precedence(

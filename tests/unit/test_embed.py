@@ -14,7 +14,7 @@ DIM = 384
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
-    return Embedder(DEFAULT_MODEL, batch_size=4, device="cpu")
+    return Embedder(DEFAULT_MODEL, batch_size=4, device="cpu", backend="torch")
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -60,7 +60,7 @@ def test_model_loaded_once_per_process(embedder: Embedder) -> None:
     assert load_model(DEFAULT_MODEL, "cpu") is first
     assert load_model("sentence-transformers/all-MiniLM-L6-v2", "cpu") is first
     assert embedder.model is first
-    assert Embedder(DEFAULT_MODEL, device="cpu").model is first
+    assert Embedder(DEFAULT_MODEL, device="cpu", backend="torch").model is first
     assert load_model(DEFAULT_MODEL) is load_model(DEFAULT_MODEL)  # default device too
 
 

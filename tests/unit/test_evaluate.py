@@ -81,7 +81,7 @@ def test_precision_omega_by_hand() -> None:
 
 
 def test_mean_and_population_std_times_100() -> None:
-    config = parse_spec("recursive:chunk_size=10,chunk_overlap=0")
+    config = parse_spec("recursive:chunk_size=10,chunk_overlap=0,length_unit=chars")
     chunks = Chunks(("a", "a"), np.array([0, 10]), np.array([10, 30]), ("x", "y"))
     rows = [
         {"recall": 0.8, "precision": 0.1, "iou": 0.0, "precision_omega": 0.5},
@@ -187,7 +187,9 @@ def test_load_dataset(tmp_path: Path) -> None:
 
 def test_chunks_are_spans_of_their_corpus(tmp_path: Path) -> None:
     dataset = load_dataset(_write_dataset(tmp_path / "d"))
-    chunks = chunk_dataset(dataset, parse_spec("recursive:chunk_size=8,chunk_overlap=0").params)
+    chunks = chunk_dataset(
+        dataset, parse_spec("recursive:chunk_size=8,chunk_overlap=0,length_unit=chars").params
+    )
     assert len(chunks) > 1
     for corpus, start, end, text in zip(
         chunks.corpus, chunks.starts, chunks.ends, chunks.texts, strict=True
@@ -262,7 +264,7 @@ def test_precision_omega_of_token_windows_matches_a_naive_count() -> None:
     if not EVAL.exists():
         pytest.skip(f"{EVAL} is absent")
     dataset = load_dataset(EVAL)
-    config = parse_spec("token:chunk_size=278,chunk_overlap=139")
+    config = parse_spec("token:chunk_size=278,chunk_overlap=139,length_unit=tokens")
     splitter = build_splitter(config.params)
     spans = {}
     for corpus_id, text in dataset.corpora.items():

@@ -38,7 +38,7 @@ KINDS = {
 
 def test_auto_is_the_default() -> None:
     params = IngestParams()
-    assert params.splitter == "auto" and params.length_unit == "chars"
+    assert params.splitter == "auto" and params.length_unit == "model_tokens"
     assert isinstance(build_splitter(params), AutoSplitter)
     assert set(SPLITTERS) == set(KINDS)
 
@@ -153,7 +153,7 @@ def test_split_command_prints_chunks_with_spans_and_headers(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = next(SAMPLE.glob("*.md"))
-    code, out, _ = run(capsys, str(path), "--chunk-size", "300", "--json")
+    code, out, _ = run(capsys, str(path), "--chunk-size", "300", "--length-unit", "chars", "--json")
     assert code == 0
     result = json.loads(out)
     assert result["splitter"] == "auto" and result["chunk_size"] == 300

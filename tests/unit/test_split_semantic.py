@@ -297,7 +297,9 @@ def test_embedder_with_cache(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(SEMANTIC_SPLITTERS))
 def test_factory_builds_the_semantic_splitters(name: str) -> None:
     # model_copy skips validation: config.py's SplitterName may not list these names yet
-    params = IngestParams(model=FAKE_MODEL, chunk_size=300).model_copy(update={"splitter": name})
+    params = IngestParams(model=FAKE_MODEL, chunk_size=300, length_unit="chars").model_copy(
+        update={"splitter": name}
+    )
     splitter = build_splitter(params)
     assert isinstance(splitter, SemanticChunker if name == "semantic" else ClusterSemanticChunker)
     assert splitter.max_size == 300
