@@ -77,6 +77,25 @@ def tables_option(fn: F) -> F:
     return option(fn)
 
 
+def collection_options(tables: bool) -> Callable[[F], F]:
+    """``--data-dir``, ``--collection``, the store options and (``tables``) ``--tables-url``."""
+
+    def decorate(fn: F) -> F:
+        fn = store_options(fn)
+        if tables:
+            fn = tables_option(fn)
+        for option in (
+            click.option(
+                "--collection", default="docflow", show_default=True, help="Collection name."
+            ),
+            click.option("--data-dir", default="data", show_default=True, help="Data folder."),
+        ):
+            fn = option(fn)
+        return fn
+
+    return decorate
+
+
 def ingest_options(fn: F) -> F:
     """Options shared by ``ingest``, ``reingest`` and ``backfill``."""
     options = [
@@ -274,10 +293,7 @@ def reingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
 @cli.command()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--drop-cache", is_flag=True, help="Also delete the embedding cache.")
-@click.option("--data-dir", default="data", show_default=True, help="Data folder.")
-@click.option("--collection", default="docflow", show_default=True, help="Collection name.")
-@tables_option
-@store_options
+@collection_options(tables=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def clear(
     yes: bool,
@@ -325,10 +341,7 @@ def clear(
 
 
 @cli.command()
-@click.option("--data-dir", default="data", show_default=True, help="Data folder.")
-@click.option("--collection", default="docflow", show_default=True, help="Collection name.")
-@tables_option
-@store_options
+@collection_options(tables=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def restore(
     data_dir: str,
@@ -384,9 +397,7 @@ def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
 @click.argument("text")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Results.")
 @click.option("--where", multiple=True, help="Metadata filter KEY=VALUE (repeatable).")
-@click.option("--data-dir", default="data", show_default=True, help="Data folder.")
-@click.option("--collection", default="docflow", show_default=True, help="Collection name.")
-@store_options
+@collection_options(tables=False)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def query(
     text: str,
@@ -434,10 +445,7 @@ def query(
 
 
 @cli.command()
-@click.option("--data-dir", default="data", show_default=True, help="Data folder.")
-@click.option("--collection", default="docflow", show_default=True, help="Collection name.")
-@tables_option
-@store_options
+@collection_options(tables=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def inspect(
     data_dir: str,

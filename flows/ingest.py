@@ -49,6 +49,7 @@ def make_context(params: IngestParams, run_id: str, physical: str) -> RunContext
         model=params.model,
         chroma_host=params.chroma_host,
         chroma_port=params.chroma_port,
+        embed_backend=params.embed_backend,
     )
 
 
@@ -123,7 +124,7 @@ def _stages(
         loaded = load_task.submit(files, ctx.data_dir, ctx.run_id, batch, params.loaders)
         chunks = split_task.submit(loaded, params, ctx.run_id, batch)  # type: ignore[call-overload]
         vectors = embed_task.submit(  # type: ignore[call-overload]
-            ctx, chunks, params.embed_batch_size, batch, params.embed_backend, wait_for=previous
+            ctx, chunks, params.embed_batch_size, batch, wait_for=previous
         )
         previous = [vectors]
         stages.append((loaded, chunks, vectors))

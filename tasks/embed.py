@@ -275,16 +275,14 @@ from tasks.tables import PartRef, embeddings_table, part_path, read_chunks, writ
 
 
 @task(name="embed")
-def embed_task(
-    ctx: RunContext, chunks: PartRef, batch_size: int, batch: int, backend: str = DEFAULT_BACKEND
-) -> PartRef:
+def embed_task(ctx: RunContext, chunks: PartRef, batch_size: int, batch: int) -> PartRef:
     """Embed a batch's chunks (cache first) and write its ``embeddings`` part."""
     started = time.perf_counter()
     rows = read_chunks(Path(chunks.path))
     if not rows:  # a batch of failed files: nothing to embed, no part to write
         return PartRef("embeddings", "", 0)
     read = time.perf_counter()
-    embedder = Embedder(ctx.model, batch_size=batch_size, backend=backend)
+    embedder = Embedder(ctx.model, batch_size=batch_size, backend=ctx.embed_backend)
     cache = EmbeddingCache.open(Path(ctx.data_dir))
     try:
         vectors, from_cache = embed_with_cache(embedder, cache, [model_input(c) for c in rows])

@@ -31,6 +31,7 @@ class RunContext:
     model: str
     chroma_host: str | None = None  # a Chroma server; None: the embedded store in data_dir
     chroma_port: int = 8000
+    embed_backend: str = "auto"  # how the model runs (tasks/embed_backends.py)
 
 
 @dataclass(slots=True)

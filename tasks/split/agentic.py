@@ -50,7 +50,7 @@ from tasks.errors import ConfigError, LLMError
 from tasks.split.base import Span, SpanSplitter, TextSplitter
 from tasks.split.counting import SpanCounter
 from tasks.split.recursive import RecursiveCharacterTextSplitter
-from tasks.split.semantic import DEFAULT_SENTENCE_REGEX, sentence_spans
+from tasks.split.semantic import DEFAULT_SENTENCE_REGEX, capped_sentences
 from tasks.split.units import span_counter
 
 log = logging.getLogger(__name__)
@@ -433,14 +433,9 @@ class AgenticChunker(TextSplitter):
 
     def units(self, text: str, measure: SpanCounter | None) -> list[Span]:
         """Return the sentences, each over the cap split into recursive pieces."""
-        out: list[Span] = []
-        for s in sentence_spans(text, self._sentence_pattern):
-            n = s.end - s.start if measure is None else measure(s.start, s.end)
-            if n <= self._chunk_size:
-                out.append(s)
-            else:
-                out += self._pieces.split_range(text, s.start, s.end, measure)
-        return out
+        return capped_sentences(
+            text, self._sentence_pattern, self._chunk_size, self._pieces, measure
+        )
 
     def ask(
         self, client: httpx.Client, text: str, window: Sequence[Span], where: str

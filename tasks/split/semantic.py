@@ -119,6 +119,28 @@ class Vectors:
         return cast("np.ndarray", vectors / norms)
 
 
+def capped_sentences(
+    text: str,
+    pattern: str | re.Pattern[str],
+    cap: int,
+    pieces: RecursiveCharacterTextSplitter,
+    measure: SpanCounter | None,
+) -> list[Span]:
+    """Return the sentences of ``text``, each longer than ``cap`` split by ``pieces``.
+
+    ``measure`` counts a span in the length unit (None: characters). The semantic and the
+    agentic chunker both start from these units, so no unit alone exceeds the cap.
+    """
+    out: list[Span] = []
+    for s in sentence_spans(text, pattern):
+        n = s.end - s.start if measure is None else measure(s.start, s.end)
+        if n <= cap:
+            out.append(s)
+        else:
+            out += [Span(p.start, p.end) for p in pieces.split_range(text, s.start, s.end, measure)]
+    return out
+
+
 def sentence_spans(
     text: str, pattern: str | re.Pattern[str] = DEFAULT_SENTENCE_REGEX
 ) -> list[Span]:
@@ -251,18 +273,9 @@ class SemanticChunker(TextSplitter):
 
     def units(self, text: str, measure: SpanCounter | None) -> list[Span]:
         """Return the sentences, each over the cap split into recursive pieces."""
-        out: list[Span] = []
-        cap = self._chunk_size
-        for s in sentence_spans(text, self._sentence_pattern):
-            n = s.end - s.start if measure is None else measure(s.start, s.end)
-            if n <= cap:
-                out.append(s)
-            else:
-                out += [
-                    Span(p.start, p.end)
-                    for p in self._pieces.split_range(text, s.start, s.end, measure)
-                ]
-        return out
+        return capped_sentences(
+            text, self._sentence_pattern, self._chunk_size, self._pieces, measure
+        )
 
     def distances(self, text: str, units: Sequence[Span]) -> np.ndarray:
         """Return the cosine distance between each unit's buffer window and the next's."""
