@@ -25,6 +25,7 @@ punctuation.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -115,6 +116,20 @@ def _class_table(spaces: str, wide_spaces: tuple[int, ...]) -> np.ndarray:
         )  # fmt: skip
         _tables[key] = table
     return table
+
+
+def _kinds_at(
+    codes: np.ndarray, spaces: str, wide_spaces: tuple[int, ...], positions: np.ndarray
+) -> np.ndarray:
+    """Return the classes of the characters at ``positions`` (``len(codes)``: a line feed)."""
+    import numpy as np
+
+    classes = _class_table(spaces, wide_spaces)
+    chars = codes[np.minimum(positions, len(codes) - 1)]
+    np.minimum(chars, len(classes) - 1, out=chars)
+    kinds: np.ndarray = classes[chars]
+    kinds[positions >= len(codes)] = _LF
+    return kinds
 
 
 def _ascii_classes(spaces: str) -> bytes:
@@ -360,16 +375,14 @@ class TiktokenCounter(OffsetCounter):
                 kinds = np.frombuffer(
                     text.encode("ascii").translate(_ascii_classes(self._spaces)) + _END,
                     np.uint8,
-                )
-            else:
-                classes = _class_table(self._spaces, self._wide_spaces)
-                codes = np.append(_char_codes(text), np.uint32(10))  # "\n" after the end
-                kinds = classes[np.minimum(codes, len(classes) - 1)]
-            code = _pair_table()[(kinds[at - 1] << 4) | kinds[at]]
+                ).__getitem__
+            else:  # only the characters around token starts
+                kinds = partial(_kinds_at, _char_codes(text), self._spaces, self._wide_spaces)
+            code = _pair_table()[(kinds(at - 1) << 4) | kinds(at)]
             rule = code == 1
             candidates = np.flatnonzero(code == 2)  # weak: if a non-space follows
             if len(candidates):
-                weak = candidates[_table_of(_NON_WHITE)[kinds[at[candidates] + 1]]]
+                weak = candidates[_table_of(_NON_WHITE)[kinds(at[candidates] + 1)]]
                 if len(weak):
                     rule[weak] = True
                     self._weak = np.zeros(len(text) + 1, dtype=bool)
