@@ -72,6 +72,7 @@ def run_ingest(
     ``summary`` is filled in as the run goes (also when it fails, for the artifacts).
     """
     started = time.perf_counter()
+    runtime.limit_malloc_arenas()  # the run's threads share a few arenas (see there)
     # Beyond the summary, the runs row records what a restore needs to rebuild the
     # manifest from the tables alone: the source root, the content fingerprint and the
     # sources the run deleted (see tasks/admin.py).
@@ -139,6 +140,7 @@ def _stages(
         summary.chunks_from_cache += embedded.cached
         summary.chunks_written += synced.written
         summary.chunks_deleted += synced.deleted
+        runtime.release_memory()  # what the batch freed goes back, not into arenas
         progress.report(done, len(stages))
     if plan.deleted:
         summary.chunks_deleted += delete_task(ctx, plan.deleted).deleted

@@ -278,7 +278,7 @@ def plan_task(
     root = Path(source)
     files = discover(root, include, exclude, include_hidden, sample_size)
     with Manifest.open(Path(data_dir)) as manifest:
-        known = manifest.files(physical)
+        known = manifest.files(physical, ids=False)  # the plan needs no chunk ids
     changes = classify(
         files,
         known,

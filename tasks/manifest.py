@@ -24,6 +24,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+#: Sources per ``SELECT ... IN (...)``: under SQLite's limit on bound variables.
+_SOURCES_PER_QUERY = 500
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     collection   TEXT NOT NULL,
@@ -119,13 +122,36 @@ class Manifest:
 
     # -- files ------------------------------------------------------------------------------
 
-    def files(self, collection: str) -> dict[str, FileState]:
-        """Return every file row of ``collection`` by source."""
-        rows = self.db.execute(
-            "SELECT source, root, sha256, fingerprint, status, error, chunk_ids, pending_ids, "
-            "run_id FROM files WHERE collection = ?",
-            (collection,),
-        ).fetchall()
+    def files(
+        self, collection: str, sources: Iterable[str] | None = None, ids: bool = True
+    ) -> dict[str, FileState]:
+        """Return the file rows of ``collection`` by source.
+
+        Args:
+            collection: The physical collection.
+            sources: Only the rows of these sources (those that have one); all when None.
+                A batch asks for its own files only, so what it reads from the manifest
+                stays the size of the batch however large the collection grows.
+            ids: Whether to read the chunk ids. Without them (``chunk_ids`` and
+                ``pending_ids`` left empty) a row is a few hundred bytes: what planning
+                a run needs, whatever the number of chunks in the collection.
+        """
+        columns = "chunk_ids, pending_ids" if ids else "'[]', '[]'"
+        query = (
+            "SELECT source, root, sha256, fingerprint, status, error, "
+            f"{columns}, run_id FROM files WHERE collection = ?"
+        )
+        if sources is None:
+            rows = self.db.execute(query, (collection,)).fetchall()
+        else:
+            wanted = sorted(set(sources))
+            rows = []
+            for lo in range(0, len(wanted), _SOURCES_PER_QUERY):
+                part = wanted[lo : lo + _SOURCES_PER_QUERY]
+                marks = ",".join("?" * len(part))
+                rows += self.db.execute(
+                    f"{query} AND source IN ({marks})", (collection, *part)
+                ).fetchall()
         return {
             r[0]: FileState(
                 r[0],

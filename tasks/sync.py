@@ -44,8 +44,12 @@ def commit_batch(
     chunks: Sequence[Chunk],
     vectors: np.ndarray,
 ) -> SyncResult:
-    """Upsert a batch's chunks, delete its files' stale chunks, then commit the manifest."""
-    known = manifest.files(ctx.physical)
+    """Upsert a batch's chunks, delete its files' stale chunks, then commit the manifest.
+
+    Only the batch's own manifest rows are read: the work and memory of a batch do not grow
+    with the collection.
+    """
+    known = manifest.files(ctx.physical, sources={r.source for r in rows})
     new_ids: dict[str, set[str]] = defaultdict(set)
     for c in chunks:
         new_ids[c.source].add(c.chunk_id)
@@ -84,7 +88,7 @@ def remove_sources(
     """Delete every chunk of deleted files, then forget them in the manifest."""
     if not sources:
         return SyncResult(0, 0)
-    known = manifest.files(ctx.physical)
+    known = manifest.files(ctx.physical, sources=sources)
     ids = set().union(*(known[s].stored_ids for s in sources if s in known))
     deleted = store.delete(ids) if store.exists() else 0
     failpoint("delete:before-forget")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,32 @@ def test_live_chunk_ids_are_committed_ids_of_every_file(manifest: Manifest) -> N
     manifest.commit("other", "r", [update("c.md", ("c1",))])
     assert manifest.live_chunk_ids(COL) == {"a1", "a2", "b1"}
     assert manifest.live_chunk_ids("nothing") == set()
+
+
+def test_files_of_some_sources_reads_only_their_rows(manifest: Manifest) -> None:
+    many = [update(f"f{i:04d}.md", (f"id{i}",)) for i in range(1200)]  # > one IN (...) query
+    manifest.commit(COL, "r", many)
+    manifest.commit("other", "r", [update("f0001.md", ("elsewhere",))])
+    wanted = [f"f{i:04d}.md" for i in range(0, 1200, 2)] + ["f0001.md", "missing.md"]
+    rows = manifest.files(COL, sources=wanted)
+    assert set(rows) == set(wanted) - {"missing.md"}
+    everything = manifest.files(COL)
+    assert rows == {s: everything[s] for s in rows}  # the same rows as a full read
+    assert rows["f0001.md"].chunk_ids == ("id1",)  # not the other collection's row
+    assert manifest.files(COL, sources=[]) == {}
+
+
+def test_files_without_ids_keeps_everything_but_the_chunk_ids(manifest: Manifest) -> None:
+    manifest.commit(COL, "r", [update("a.md", ("a1", "a2"))])
+    manifest.begin(COL, "r2", [update("a.md", ("a3",), sha="sha-2")])
+    manifest.commit(COL, "r", [update("b.md", ("b1",), status="failed", error="bad")])
+    full, light = manifest.files(COL), manifest.files(COL, ids=False)
+    assert set(light) == set(full) == {"a.md", "b.md"}
+    for source, row in light.items():
+        assert (row.chunk_ids, row.pending_ids) == ((), ())
+        assert replace(row, chunk_ids=(), pending_ids=()) == replace(
+            full[source], chunk_ids=(), pending_ids=()
+        )
 
 
 # -- pointers -------------------------------------------------------------------------------

@@ -271,3 +271,29 @@ def test_remove_sources_without_a_collection_only_forgets(
     assert remove_sources(ctx, missing, manifest, ["a.md"]) == SyncResult(0, 0)
     assert manifest.files(PHYSICAL) == {}
     assert remove_sources(ctx, missing, manifest, []) == SyncResult(0, 0)
+
+
+def test_a_batch_reads_only_its_own_manifest_rows(
+    ctx: RunContext, store: ChromaStore, manifest: Manifest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's work and memory stay the size of the batch, not of the collection."""
+    others = [chunks_of(f"other-{i}.md", [f"text {i}"]) for i in range(50)]
+    rows = [loaded(f"other-{i}.md", f"sha-{i}") for i in range(50)]
+    run(ctx, store, manifest, rows, [c for cs in others for c in cs])
+    read: list[set[str]] = []
+    files = manifest.files
+
+    def spy(collection: str, sources=None, ids=True):  # type: ignore[no-untyped-def]
+        got = files(collection, sources=sources, ids=ids)
+        read.append(set(got))
+        return got
+
+    monkeypatch.setattr(manifest, "files", spy)
+    v1 = chunks_of("a.md", ["one", "two"])
+    run(ctx, store, manifest, [loaded("a.md", "sha-1")], v1, run_id="run-2")
+    v2 = chunks_of("a.md", ["one", "changed"])
+    result = run(ctx, store, manifest, [loaded("a.md", "sha-2")], v2, run_id="run-3")
+    assert result == SyncResult(written=2, deleted=1)  # the stale id still found and deleted
+    remove_sources(ctx, store, manifest, ["other-0.md"])
+    assert read == [set(), {"a.md"}, {"other-0.md"}]
+    assert store.ids() == ids(v2) | {c.chunk_id for cs in others[1:] for c in cs}
