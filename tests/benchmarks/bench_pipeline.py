@@ -186,15 +186,23 @@ def index_rss_mb(data_dir: Path) -> tuple[int, float]:
     return int(count), int(grown) / 2**20
 
 
+def prepare_copies(
+    files: list[Path], cache: Path, work: Path, copies: int, data_name: str
+) -> tuple[Path, Path]:
+    """Copy the corpus ``copies`` times under different names; seed a data dir's cache."""
+    source = work / f"mem-{copies}"
+    for i in range(copies):
+        copy_corpus(files, source / f"copy-{i:02d}")
+    data_dir = work / f"{data_name}-{copies}"
+    shutil.copytree(cache, data_dir / "cache")
+    return source, data_dir
+
+
 def memory(files: list[Path], cache: Path, work: Path) -> dict[str, float]:
     """Peak RSS of an ingest of one copy and of ``COPIES`` copies, both with a warm cache."""
     out: dict[str, float] = {}
     for copies in (1, COPIES):
-        source = work / f"mem-{copies}"
-        for i in range(copies):
-            copy_corpus(files, source / f"copy-{i:02d}")
-        data_dir = work / f"mem-data-{copies}"
-        shutil.copytree(cache, data_dir / "cache")
+        source, data_dir = prepare_copies(files, cache, work, copies, "mem-data")
         run = ingest(source, data_dir)
         summary = run["result"]
         vectors, index_mb = index_rss_mb(data_dir)
@@ -231,11 +239,7 @@ def memory_server(files: list[Path], cache: Path, work: Path) -> dict[str, float
 
     out: dict[str, float] = {}
     for copies in (1, COPIES):
-        source = work / f"mem-{copies}"
-        for i in range(copies):
-            copy_corpus(files, source / f"copy-{i:02d}")
-        data_dir = work / f"mem-server-data-{copies}"
-        shutil.copytree(cache, data_dir / "cache")
+        source, data_dir = prepare_copies(files, cache, work, copies, "mem-server-data")
         port = free_port()
         server, _ = start_chroma(work / f"chroma-server-{copies}", port, work / "logs")
         server_peak = PeakRSS(server.popen.pid)
