@@ -20,11 +20,17 @@ space or tab of a run of whitespace before a non-space (``\s+(?!\S)`` leaves it 
 pre-token; at the end of a span the run would stay whole), which splits indentation from
 the first word of a line. For BERT-style tokenizers: either side of whitespace or of ASCII
 punctuation.
+
+For tiktoken the rules need only the classes of the characters around each token start,
+and a token's bytes tell those (:class:`TokenTables`, built once per vocabulary): the
+boundaries are a few gathers over the document's token ids, and the characters themselves
+are read only where one is split over tokens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,6 +53,9 @@ _BERT_WIDE_SPACES = (0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x300
 
 # character classes (4 bits, so a pair of them indexes a 256-entry rule table)
 _OTHER, _WORD, _MARK, _BLANK, _LF, _CR, _SPACE, _QUOTE, _TAB = range(9)
+# per token id only: the token has one character (the next token's first tells); the token
+# starts inside a character (never a boundary); its bytes alone do not tell (see the text)
+_NEXT, _MID, _UNKNOWN = 13, 14, 15
 _WHITE = frozenset((_BLANK, _LF, _CR, _SPACE, _TAB))
 _tables: dict[str, np.ndarray] = {}
 _translations: dict[str, bytes] = {}
@@ -132,17 +141,6 @@ def _kinds_at(
     return kinds
 
 
-def _ascii_classes(spaces: str) -> bytes:
-    """Return the class of every byte as a ``bytes.translate`` table (ASCII text only)."""
-    table = _translations.get(spaces)
-    if table is None:
-        import numpy as np
-
-        table = bytes(_classes(np.arange(128, dtype=np.uint8), spaces, ()).tolist()) + bytes(128)
-        _translations[spaces] = table
-    return table
-
-
 def _tiktoken_rule(before: int, here: int) -> bool:
     """Return whether a position between characters of these classes is a tiktoken boundary."""
     if here == _BLANK and before not in _WHITE:
@@ -165,8 +163,6 @@ def _bert_rule(before: int, here: int) -> bool:
     return bool({before, here} & {*_WHITE, _MARK, _QUOTE})
 
 
-#: The class after the last character (text ends: no weak boundary before it).
-_END = bytes([_LF])
 _NON_WHITE = tuple(c for c in range(16) if c not in _WHITE)
 
 
@@ -183,7 +179,11 @@ def _table_of(classes: tuple[int, ...]) -> np.ndarray:
 
 
 def _pair_table() -> np.ndarray:
-    """Return per class pair: 1 a tiktoken boundary, 2 a weak one if a non-space follows."""
+    """Return per class pair: 1 a tiktoken boundary, 2 a weak one if a non-space follows.
+
+    3: a class is ``_UNKNOWN`` (look at the characters); a token starting inside a
+    character (``_MID``) is never a boundary.
+    """
     import numpy as np
 
     table = _tables.get("tiktoken-pairs")
@@ -191,7 +191,18 @@ def _pair_table() -> np.ndarray:
         strong = _rule_table("tiktoken", _tiktoken_rule)
         weak = _rule_table("tiktoken-weak", _weak_rule)
         table = np.where(strong, 1, np.where(weak, 2, 0)).astype(np.uint8)
+        before, here = np.arange(256) >> 4, np.arange(256) & 15
+        table[(before == _UNKNOWN) | (here == _UNKNOWN)] = 3
+        table[here == _MID] = 0
         _tables["tiktoken-pairs"] = table
+    return table
+
+
+def _pair_bytes() -> bytes:
+    """Return :func:`_pair_table` as a ``bytes.translate`` table."""
+    table = _translations.get("tiktoken-pairs")
+    if table is None:
+        table = _translations["tiktoken-pairs"] = _pair_table().tobytes()
     return table
 
 
@@ -335,15 +346,90 @@ class OffsetCounter:
         return counts
 
 
+@dataclass(frozen=True, slots=True)
+class TokenTables:
+    """What a byte-level BPE vocabulary's tokens say about characters, per token id.
+
+    A token's bytes tell how many characters it starts and, mostly, the classes of its first,
+    second and last characters; so a document's boundaries come from its token ids alone,
+    without classifying its characters. Where the bytes do not tell (a character split over
+    tokens) the class is ``_UNKNOWN`` and the counter looks at the text there.
+    """
+
+    started: np.ndarray  # characters the token starts (its non-continuation bytes)
+    inside: np.ndarray  # 1 if its first byte continues a character begun before it
+    first: np.ndarray  # class of its first character (``_MID`` if it starts inside one)
+    second: np.ndarray  # class of its second character (``_NEXT`` if it has only one)
+    last: np.ndarray  # class of its last character
+
+
+def _utf8_width(lead: int) -> int:
+    """Return the length of the UTF-8 sequence a lead byte starts (0: a continuation byte)."""
+    if lead < 0x80:
+        return 1
+    if lead < 0xC0:
+        return 0
+    return 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+
+
+def token_tables(tokens: Iterable[tuple[int, bytes]], size: int) -> TokenTables:
+    """Return the :class:`TokenTables` of a vocabulary given as ``(id, bytes)`` pairs."""
+    import numpy as np
+
+    ascii_table = _classes(np.arange(128, dtype=np.uint8), _ASCII_SPACES, ()).tolist()
+    wide_spaces = frozenset(_WIDE_SPACES)
+
+    def kind(token: bytes, at: int) -> int:
+        """Return the class of the character whose lead byte is ``token[at]``."""
+        width = _utf8_width(token[at])
+        if width == 1:
+            return int(ascii_table[token[at]])
+        piece = token[at : at + width]
+        if width == 0 or len(piece) < width:
+            return _UNKNOWN
+        try:
+            code = ord(piece.decode("utf-8"))
+        except UnicodeDecodeError:
+            return _UNKNOWN
+        return _SPACE if code in wide_spaces else _OTHER
+
+    started = np.zeros(size, dtype=np.int64)
+    inside = np.zeros(size, dtype=np.uint8)
+    first = np.full(size, _UNKNOWN, dtype=np.uint8)
+    second = np.full(size, _UNKNOWN, dtype=np.uint8)
+    last = np.full(size, _UNKNOWN, dtype=np.uint8)
+    for rank, token in tokens:
+        if not token:
+            continue
+        if token.isascii():  # most tokens: every byte is a character
+            started[rank] = len(token)
+            first[rank], last[rank] = ascii_table[token[0]], ascii_table[token[-1]]
+            second[rank] = ascii_table[token[1]] if len(token) > 1 else _NEXT
+            continue
+        leads = [i for i, byte in enumerate(token) if byte & 0xC0 != 0x80]
+        started[rank] = len(leads)
+        if token[0] & 0xC0 == 0x80:
+            inside[rank], first[rank] = 1, _MID
+        else:
+            first[rank] = kind(token, 0)
+            second[rank] = _NEXT if len(leads) == 1 else kind(token, leads[1])
+        if leads and leads[-1] + _utf8_width(token[leads[-1]]) == len(token):
+            last[rank] = kind(token, leads[-1])
+    if started.max(initial=0) < 256:  # small tables gather faster
+        started = started.astype(np.uint8)
+    return TokenTables(started, inside, first, second, last)
+
+
 class TiktokenCounter(OffsetCounter):
     """Span counts for tiktoken encodings (regex pre-tokenizers).
 
     A pre-token boundary is a token boundary on a character boundary, so the rule is only
-    tested where a token starts a character: a quarter of the positions, and the tokens
-    before each boundary come for free.
+    tested where a token starts, on classes looked up by token id (:class:`TokenTables`):
+    the boundaries cost a few gathers over the token ids, and the tokens before each
+    boundary come for free.
     """
 
-    __slots__ = ("_cuttable",)
+    __slots__ = ("_ids", "_token_tables")
     #: Every ASCII character alone is one token (byte-level BPE).
     ascii_is_one_token = True
     _rule = staticmethod(_tiktoken_rule)
@@ -354,47 +440,63 @@ class TiktokenCounter(OffsetCounter):
         starts: np.ndarray,
         count: Callable[[str], int],
         memo: dict[str, int],
-        cuttable: np.ndarray | None = None,
+        ids: np.ndarray,
+        tables: TokenTables,
     ) -> None:
-        """Bind to a document; ``cuttable`` marks tokens that start a character (None: all)."""
+        """Bind to a document: its token ids and their character starts, the vocabulary's tables."""
         super().__init__(text, starts, count, memo)
-        self._cuttable = cuttable
+        self._ids = ids
+        self._token_tables = tables
 
     def boundaries(self) -> tuple[np.ndarray, np.ndarray]:
         """Return the boundary positions (with 0 and the end) and the tokens before each."""
         import numpy as np
 
         if self._boundaries is None:
-            text, at = self.text, self._starts
+            text, at, ids, tables = self.text, self._starts, self._ids, self._token_tables
             if not len(at):
                 empty = np.zeros(2, dtype=np.int64)
                 self._boundaries = empty, empty
                 return empty, empty
-            # the classes of the characters before, at and after the token starts
-            if text.isascii():  # classify every character in one C pass
-                kinds = np.frombuffer(
-                    text.encode("ascii").translate(_ascii_classes(self._spaces)) + _END,
-                    np.uint8,
-                ).__getitem__
-            else:  # only the characters around token starts
+            pairs = _pair_table()
+            here = tables.first[ids]
+            pair = tables.last[ids[:-1]]
+            pair <<= 4
+            pair |= here[1:]
+            # the first token starts the text; bytes.translate is numpy's fastest 256-entry look-up
+            code = np.frombuffer(b"\x01" + pair.tobytes().translate(_pair_bytes()), np.uint8)
+            kinds = None
+            unknown = None if text.isascii() else np.flatnonzero(code == 3)
+            if unknown is not None and len(unknown):  # characters split over tokens: ask the text
                 kinds = partial(_kinds_at, _char_codes(text), self._spaces, self._wide_spaces)
-            code = _pair_table()[(kinds(at - 1) << 4) | kinds(at)]
+                code = code.copy()
+                code[unknown] = pairs[(kinds(at[unknown] - 1) << 4) | kinds(at[unknown])]
             rule = code == 1
             candidates = np.flatnonzero(code == 2)  # weak: if a non-space follows
             if len(candidates):
-                weak = candidates[_table_of(_NON_WHITE)[kinds(at[candidates] + 1)]]
+                after = tables.second[ids[candidates]]
+                one = np.flatnonzero(after == _NEXT)  # the next token's first character
+                if len(one):
+                    # (past the last token this reads the candidate itself, a space: the
+                    # text ends, so no weak boundary)
+                    after[one] = here[np.minimum(candidates[one] + 1, len(ids) - 1)]
+                unsure = np.flatnonzero(after >= _NEXT)
+                if len(unsure):
+                    if kinds is None:
+                        kinds = partial(
+                            _kinds_at, _char_codes(text), self._spaces, self._wide_spaces
+                        )
+                    after[unsure] = kinds(at[candidates[unsure]] + 1)
+                weak = candidates[_table_of(_NON_WHITE)[after]]
                 if len(weak):
                     rule[weak] = True
                     self._weak = np.zeros(len(text) + 1, dtype=bool)
                     self._weak[at[weak]] = True
-            if self._cuttable is not None:
-                rule &= self._cuttable
-            rule[0] = True  # the first token starts the text
             tokens = np.flatnonzero(rule)
-            self._boundaries = (
-                np.append(at[tokens], len(text)).astype(np.int64, copy=False),
-                np.append(tokens, len(at)),
-            )
+            positions = np.empty(len(tokens) + 1, dtype=np.int64)
+            np.take(at, tokens, out=positions[:-1])
+            positions[-1] = len(text)
+            self._boundaries = positions, np.append(tokens, len(at))
         return self._boundaries
 
 

@@ -19,11 +19,17 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from tasks.split.counting import SpanCounter, TiktokenCounter, WhitespaceCounter
+from tasks.split.counting import (
+    SpanCounter,
+    TiktokenCounter,
+    TokenTables,
+    WhitespaceCounter,
+    token_tables,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,39 +91,26 @@ def get_encoding(encoding_name: str = "cl100k_base", model_name: str | None = No
     return encoding
 
 
-def _char_tables(encoding: Encoding) -> tuple[np.ndarray, np.ndarray]:
-    """Return per token id: characters it starts, whether it starts inside a character.
+def _token_tables(encoding: Encoding) -> TokenTables:
+    """Return the encoding's :class:`~tasks.split.counting.TokenTables` (built once, cached)."""
 
-    A token's bytes start ``starts[id]`` UTF-8 characters (its non-continuation bytes); a
-    token whose first byte is a continuation byte begins inside a character. Both tables
-    are built once per encoding and cached.
-    """
-
-    def build() -> tuple[np.ndarray, np.ndarray]:
-        import numpy as np
-
-        starts = np.zeros(encoding.n_vocab, dtype=np.int64)
-        inside = np.zeros(encoding.n_vocab, dtype=np.int64)
-
-        def record(rank: int, token: bytes) -> None:
-            starts[rank] = sum(1 for byte in token if byte & 0xC0 != 0x80)
-            inside[rank] = 1 if token and token[0] & 0xC0 == 0x80 else 0
-
+    def tokens() -> Iterator[tuple[int, bytes]]:
         ranks = getattr(encoding, "_mergeable_ranks", None)
         if isinstance(ranks, dict):
             for token, rank in ranks.items():
-                record(rank, token)
+                yield rank, token
             for special, rank in encoding._special_tokens.items():
-                record(rank, special.encode("utf-8"))
-            return starts, inside
+                yield rank, special.encode("utf-8")
+            return
         for rank in range(encoding.n_vocab):  # pragma: no cover - no private tables
             try:
-                record(rank, encoding.decode_single_token_bytes(rank))
+                yield rank, encoding.decode_single_token_bytes(rank)
             except KeyError:
                 continue
-        return starts, inside
 
-    tables: tuple[np.ndarray, np.ndarray] = _cached("char-tables", encoding.name, build)
+    tables: TokenTables = _cached(
+        "token-tables", encoding.name, lambda: token_tables(tokens(), encoding.n_vocab)
+    )
     return tables
 
 
@@ -167,43 +160,35 @@ class TiktokenUnit:
         """Return the number of tokens of ``text``."""
         return len(self.encode(text))
 
-    def _token_chars(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return per token: its first byte's character, its end character, cuttable.
+    def _tokens(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Return the token ids, their first characters, and which start inside one.
 
-        Token-level arithmetic: the characters before token ``i`` are the characters the
-        earlier tokens start; a token that starts inside a character belongs to it.
+        Per token: the character its first byte belongs to, and whether that byte continues
+        a character (None for ASCII text: none does). Token-level arithmetic: the
+        characters before token ``i`` are the characters the earlier tokens start; a token
+        that starts inside a character belongs to it.
         """
         import numpy as np
 
         ids = self.encoding.encode_to_numpy(
             text, allowed_special=self._allowed, disallowed_special=()
-        )
-        started, inside = _char_tables(self.encoding)
-        counts = started[ids]
-        ends = np.cumsum(counts)
+        ).astype(np.intp)  # numpy gathers with uint32 indices are three times slower
+        tables = _token_tables(self.encoding)
+        starts = np.zeros(len(ids), dtype=np.int64)
+        np.cumsum(tables.started[ids[:-1]], dtype=np.int64, out=starts[1:])
         if text.isascii():
-            return ends - counts, ends, np.ones(len(ids), dtype=bool)
-        within = inside[ids]  # tokens that start inside a character
-        return ends - counts - within, ends, within == 0
+            return ids, starts, None
+        within = tables.inside[ids]
+        starts -= within
+        return ids, starts, within
 
     def counter(self, text: str) -> SpanCounter:
         """Bind to ``text``: exact span counts from one encoding of the document."""
-        import numpy as np
-
         if self._allowed and any(special in text for special in self._allowed):
             return lambda start, end: self(text[start:end])  # boundaries inside special text
-        ids = self.encoding.encode_to_numpy(
-            text, allowed_special=self._allowed, disallowed_special=()
-        )
-        started, inside = _char_tables(self.encoding)
-        starts = np.zeros(len(ids), dtype=np.int64)  # characters the earlier tokens start
-        np.cumsum(started[ids[:-1]], out=starts[1:])
-        cuttable = None
-        if not text.isascii():
-            within = inside[ids]  # tokens that start inside a character
-            starts -= within
-            cuttable = within == 0
-        return TiktokenCounter(text, starts, self, self._edges, cuttable)
+        ids, starts, _ = self._tokens(text)
+        tables = _token_tables(self.encoding)
+        return TiktokenCounter(text, starts, self, self._edges, ids, tables)
 
     def offsets(self, text: str) -> TokenOffsets:
         """Return the document's tokens as character spans."""
@@ -211,11 +196,19 @@ class TiktokenUnit:
 
     def analyze(self, text: str) -> tuple[TokenOffsets, SpanCounter]:
         """Return the document's token offsets and a span counter, from one encoding."""
-        starts, ends, cuttable = self._token_chars(text)
-        offsets = TokenOffsets(starts.tolist(), ends.tolist(), cuttable.tolist())
+        import numpy as np
+
+        ids, starts, within = self._tokens(text)
+        ends = np.append(starts[1:], len(text))  # a token ends where the next one starts...
+        cuttable = [True] * len(ids)
+        if within is not None:  # ...or, when that one starts inside a character, after it
+            ends[:-1] += within[1:]
+            cuttable = (within == 0).tolist()
+        offsets = TokenOffsets(starts.tolist(), ends.tolist(), cuttable)
         if self._allowed and any(special in text for special in self._allowed):
             return offsets, lambda start, end: self(text[start:end])
-        return offsets, TiktokenCounter(text, starts, self, self._edges, cuttable)
+        tables = _token_tables(self.encoding)
+        return offsets, TiktokenCounter(text, starts, self, self._edges, ids, tables)
 
 
 class HuggingFaceUnit:

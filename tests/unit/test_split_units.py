@@ -132,3 +132,45 @@ def test_special_token_text_counts_as_text_unless_allowed() -> None:
         assert [counter(0, i) for i in range(len(text) + 1)] == [
             unit(text[:i]) for i in range(len(text) + 1)
         ]
+
+
+def _boundaries_from_characters(text: str) -> list[int]:
+    """The tiktoken boundaries by the rules on the characters themselves (a reference)."""
+    from tasks.split import counting as c
+
+    def kind(i: int) -> int:
+        if i >= len(text):
+            return c._LF  # the text ends
+        char = text[i]
+        if char.isascii():
+            return int(c._classes(c._char_codes(char), c._ASCII_SPACES, ())[0])
+        return c._SPACE if ord(char) in c._WIDE_SPACES else c._OTHER
+
+    starts = TiktokenUnit().offsets(text)
+    out = [0]
+    for i, start in enumerate(starts.starts):
+        if not i or not starts.cuttable[i] or start == out[-1]:
+            continue
+        before, here = kind(start - 1), kind(start)
+        weak = c._weak_rule(before, here) and kind(start + 1) not in c._WHITE
+        if c._tiktoken_rule(before, here) or weak:
+            out.append(start)
+    return [*out, len(text)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=TEXTS)
+def test_boundaries_from_token_ids_are_those_of_the_characters(text: str) -> None:
+    """The counter finds boundaries from per-token-id tables, never reading the characters
+    (except where a character is split over tokens): the same boundaries as the rules."""
+    counter = TiktokenUnit().counter(text)
+    positions, _ = counter.boundaries()  # type: ignore[attr-defined]
+    assert positions.tolist() == _boundaries_from_characters(text)
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/corpora is absent here")
+def test_boundaries_from_token_ids_hold_on_real_text() -> None:
+    for path in FILES[:12]:
+        text = path.read_text(encoding="utf-8")[:20_000]
+        positions, _ = TiktokenUnit().counter(text).boundaries()  # type: ignore[attr-defined]
+        assert positions.tolist() == _boundaries_from_characters(text), path
