@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -58,7 +57,6 @@ _OTHER, _WORD, _MARK, _BLANK, _LF, _CR, _SPACE, _QUOTE, _TAB = range(9)
 _NEXT, _MID, _UNKNOWN = 13, 14, 15
 _WHITE = frozenset((_BLANK, _LF, _CR, _SPACE, _TAB))
 _tables: dict[str, np.ndarray] = {}
-_translations: dict[str, bytes] = {}
 
 
 class SpanCounter(Protocol):
@@ -127,20 +125,6 @@ def _class_table(spaces: str, wide_spaces: tuple[int, ...]) -> np.ndarray:
     return table
 
 
-def _kinds_at(
-    codes: np.ndarray, spaces: str, wide_spaces: tuple[int, ...], positions: np.ndarray
-) -> np.ndarray:
-    """Return the classes of the characters at ``positions`` (``len(codes)``: a line feed)."""
-    import numpy as np
-
-    classes = _class_table(spaces, wide_spaces)
-    chars = codes[np.minimum(positions, len(codes) - 1)]
-    np.minimum(chars, len(classes) - 1, out=chars)
-    kinds: np.ndarray = classes[chars]
-    kinds[positions >= len(codes)] = _LF
-    return kinds
-
-
 def _tiktoken_rule(before: int, here: int) -> bool:
     """Return whether a position between characters of these classes is a tiktoken boundary."""
     if here == _BLANK and before not in _WHITE:
@@ -198,14 +182,6 @@ def _pair_table() -> np.ndarray:
     return table
 
 
-def _pair_bytes() -> bytes:
-    """Return :func:`_pair_table` as a ``bytes.translate`` table."""
-    table = _translations.get("tiktoken-pairs")
-    if table is None:
-        table = _translations["tiktoken-pairs"] = _pair_table().tobytes()
-    return table
-
-
 def _rule_table(name: str, rule: Callable[[int, int], bool]) -> np.ndarray:
     import numpy as np
 
@@ -219,48 +195,31 @@ def _rule_table(name: str, rule: Callable[[int, int], bool]) -> np.ndarray:
 class OffsetCounter:
     """Exact span lengths from one tokenization of a document (see the module docstring).
 
-    ``starts`` holds, for every token of the document, the index of the character its first
-    byte belongs to; subclasses give the pre-token boundary rule.
+    Subclasses find the document's pre-token boundaries (:meth:`boundaries`).
     """
 
-    __slots__ = ("_boundaries", "_encode_count", "_memo", "_starts", "_weak", "text")
+    __slots__ = ("_boundaries", "_encode_count", "_memo", "_weak", "text")
     _spaces = _ASCII_SPACES
     _wide_spaces = _WIDE_SPACES
 
-    def __init__(
-        self, text: str, starts: np.ndarray, count: Callable[[str], int], memo: dict[str, int]
-    ) -> None:
+    def __init__(self, text: str, count: Callable[[str], int], memo: dict[str, int]) -> None:
         """Bind to a document.
 
         Args:
             text: The document text.
-            starts: Per document token, the character its first byte belongs to (sorted).
             count: Counts the tokens of a string encoded on its own.
             memo: Standalone counts of edge strings, shared by the documents of a unit.
 
         """
         self.text = text
-        self._starts = starts
         self._boundaries: tuple[np.ndarray, np.ndarray] | None = None
         self._weak: np.ndarray | None = None  # per character: a weak boundary (or None)
         self._encode_count = count
         self._memo = memo
 
-    @staticmethod
-    def _rule(before: int, here: int) -> bool:
-        raise NotImplementedError
-
     def boundaries(self) -> tuple[np.ndarray, np.ndarray]:
         """Return the boundary positions (with 0 and the end) and the tokens before each."""
-        import numpy as np
-
-        if self._boundaries is None:
-            classes = _classes(_char_codes(self.text), self._spaces, self._wide_spaces)
-            table = _rule_table(type(self).__name__, self._rule)
-            inner = np.flatnonzero(table[(classes[:-1] << 4) | classes[1:]]) + 1
-            positions = np.concatenate(([0], inner, [len(self.text)])).astype(np.int64)
-            self._boundaries = positions, np.searchsorted(self._starts, positions)
-        return self._boundaries
+        raise NotImplementedError
 
     def _alone(self, piece: str) -> int:
         """Return the standalone length of an edge string (memoised)."""
@@ -424,27 +383,25 @@ class TiktokenCounter(OffsetCounter):
     """Span counts for tiktoken encodings (regex pre-tokenizers).
 
     A pre-token boundary is a token boundary on a character boundary, so the rule is only
-    tested where a token starts, on classes looked up by token id (:class:`TokenTables`):
-    the boundaries cost a few gathers over the token ids, and the tokens before each
-    boundary come for free.
+    tested where a token starts, on classes looked up by token id (:class:`TokenTables`),
+    in one compiled pass over the token ids (:mod:`tasks.split.kernels`); the tokens
+    before each boundary come for free.
     """
 
     __slots__ = ("_ids", "_token_tables")
     #: Every ASCII character alone is one token (byte-level BPE).
     ascii_is_one_token = True
-    _rule = staticmethod(_tiktoken_rule)
 
     def __init__(
         self,
         text: str,
-        starts: np.ndarray,
-        count: Callable[[str], int],
-        memo: dict[str, int],
         ids: np.ndarray,
         tables: TokenTables,
+        count: Callable[[str], int],
+        memo: dict[str, int],
     ) -> None:
-        """Bind to a document: its token ids and their character starts, the vocabulary's tables."""
-        super().__init__(text, starts, count, memo)
+        """Bind to a document: its token ids and the vocabulary's tables (see the base)."""
+        super().__init__(text, count, memo)
         self._ids = ids
         self._token_tables = tables
 
@@ -452,58 +409,53 @@ class TiktokenCounter(OffsetCounter):
         """Return the boundary positions (with 0 and the end) and the tokens before each."""
         import numpy as np
 
+        from tasks.split.kernels import tiktoken_boundaries
+
         if self._boundaries is None:
-            text, at, ids, tables = self.text, self._starts, self._ids, self._token_tables
-            if not len(at):
-                empty = np.zeros(2, dtype=np.int64)
-                self._boundaries = empty, empty
-                return empty, empty
-            pairs = _pair_table()
-            here = tables.first[ids]
-            pair = tables.last[ids[:-1]]
-            pair <<= 4
-            pair |= here[1:]
-            # the first token starts the text; bytes.translate is numpy's fastest 256-entry look-up
-            code = np.frombuffer(b"\x01" + pair.tobytes().translate(_pair_bytes()), np.uint8)
-            kinds = None
-            unknown = None if text.isascii() else np.flatnonzero(code == 3)
-            if unknown is not None and len(unknown):  # characters split over tokens: ask the text
-                kinds = partial(_kinds_at, _char_codes(text), self._spaces, self._wide_spaces)
-                code = code.copy()
-                code[unknown] = pairs[(kinds(at[unknown] - 1) << 4) | kinds(at[unknown])]
-            rule = code == 1
-            candidates = np.flatnonzero(code == 2)  # weak: if a non-space follows
-            if len(candidates):
-                after = tables.second[ids[candidates]]
-                one = np.flatnonzero(after == _NEXT)  # the next token's first character
-                if len(one):
-                    # (past the last token this reads the candidate itself, a space: the
-                    # text ends, so no weak boundary)
-                    after[one] = here[np.minimum(candidates[one] + 1, len(ids) - 1)]
-                unsure = np.flatnonzero(after >= _NEXT)
-                if len(unsure):
-                    if kinds is None:
-                        kinds = partial(
-                            _kinds_at, _char_codes(text), self._spaces, self._wide_spaces
-                        )
-                    after[unsure] = kinds(at[candidates[unsure]] + 1)
-                weak = candidates[_table_of(_NON_WHITE)[after]]
-                if len(weak):
-                    rule[weak] = True
-                    self._weak = np.zeros(len(text) + 1, dtype=bool)
-                    self._weak[at[weak]] = True
-            tokens = np.flatnonzero(rule)
-            positions = np.empty(len(tokens) + 1, dtype=np.int64)
-            np.take(at, tokens, out=positions[:-1])
-            positions[-1] = len(text)
-            self._boundaries = positions, np.append(tokens, len(at))
+            text, tables = self.text, self._token_tables
+            codes = _char_codes("") if text.isascii() else _char_codes(text)  # read if split
+            positions, before, weak = tiktoken_boundaries(
+                self._ids,
+                tables.started,
+                tables.inside,
+                tables.first,
+                tables.second,
+                tables.last,
+                _pair_table(),
+                _table_of(_NON_WHITE),
+                codes,
+                _class_table(self._spaces, self._wide_spaces),
+                len(text),
+            )
+            if len(weak):
+                self._weak = np.zeros(len(text) + 1, dtype=bool)
+                self._weak[weak] = True
+            self._boundaries = positions, before
         return self._boundaries
 
 
 class WhitespaceCounter(OffsetCounter):
     """Span counts for BERT-style tokenizers: words never span whitespace or punctuation."""
 
-    __slots__ = ()
+    __slots__ = ("_starts",)
     _spaces = _BERT_SPACES
     _wide_spaces = _BERT_WIDE_SPACES
-    _rule = staticmethod(_bert_rule)
+
+    def __init__(
+        self, text: str, starts: np.ndarray, count: Callable[[str], int], memo: dict[str, int]
+    ) -> None:
+        """Bind to a document; ``starts`` holds each token's first character (sorted)."""
+        super().__init__(text, count, memo)
+        self._starts = starts
+
+    def boundaries(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return the boundary positions (with 0 and the end) and the tokens before each."""
+        import numpy as np
+
+        if self._boundaries is None:
+            classes = _classes(_char_codes(self.text), self._spaces, self._wide_spaces)
+            table = _rule_table("bert", _bert_rule)
+            inner = np.flatnonzero(table[(classes[:-1] << 4) | classes[1:]]) + 1
+            positions = np.concatenate(([0], inner, [len(self.text)])).astype(np.int64)
+            self._boundaries = positions, np.searchsorted(self._starts, positions)
+        return self._boundaries

@@ -160,55 +160,47 @@ class TiktokenUnit:
         """Return the number of tokens of ``text``."""
         return len(self.encode(text))
 
-    def _tokens(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """Return the token ids, their first characters, and which start inside one.
-
-        Per token: the character its first byte belongs to, and whether that byte continues
-        a character (None for ASCII text: none does). Token-level arithmetic: the
-        characters before token ``i`` are the characters the earlier tokens start; a token
-        that starts inside a character belongs to it.
-        """
-        import numpy as np
-
-        ids = self.encoding.encode_to_numpy(
+    def _ids(self, text: str) -> np.ndarray:
+        """Return the token ids of ``text`` as a numpy array."""
+        ids: np.ndarray = self.encoding.encode_to_numpy(
             text, allowed_special=self._allowed, disallowed_special=()
-        ).astype(np.intp)  # numpy gathers with uint32 indices are three times slower
-        tables = _token_tables(self.encoding)
-        starts = np.zeros(len(ids), dtype=np.int64)
-        np.cumsum(tables.started[ids[:-1]], dtype=np.int64, out=starts[1:])
-        if text.isascii():
-            return ids, starts, None
-        within = tables.inside[ids]
-        starts -= within
-        return ids, starts, within
+        )
+        return ids
 
     def counter(self, text: str) -> SpanCounter:
         """Bind to ``text``: exact span counts from one encoding of the document."""
         if self._allowed and any(special in text for special in self._allowed):
             return lambda start, end: self(text[start:end])  # boundaries inside special text
-        ids, starts, _ = self._tokens(text)
         tables = _token_tables(self.encoding)
-        return TiktokenCounter(text, starts, self, self._edges, ids, tables)
+        return TiktokenCounter(text, self._ids(text), tables, self, self._edges)
 
     def offsets(self, text: str) -> TokenOffsets:
         """Return the document's tokens as character spans."""
         return self.analyze(text)[0]
 
     def analyze(self, text: str) -> tuple[TokenOffsets, SpanCounter]:
-        """Return the document's token offsets and a span counter, from one encoding."""
+        """Return the document's token offsets and a span counter, from one encoding.
+
+        Token-level arithmetic: the characters before token ``i`` are the characters the
+        earlier tokens start; a token that starts inside a character belongs to it (and
+        the token before it ends after that character).
+        """
         import numpy as np
 
-        ids, starts, within = self._tokens(text)
-        ends = np.append(starts[1:], len(text))  # a token ends where the next one starts...
+        ids, tables = self._ids(text), _token_tables(self.encoding)
+        starts = np.zeros(len(ids), dtype=np.int64)
+        np.cumsum(tables.started[ids[:-1]], dtype=np.int64, out=starts[1:])
+        ends = np.append(starts[1:], len(text))
         cuttable = [True] * len(ids)
-        if within is not None:  # ...or, when that one starts inside a character, after it
+        if not text.isascii():
+            within = tables.inside[ids]
+            starts -= within
             ends[:-1] += within[1:]
             cuttable = (within == 0).tolist()
         offsets = TokenOffsets(starts.tolist(), ends.tolist(), cuttable)
         if self._allowed and any(special in text for special in self._allowed):
             return offsets, lambda start, end: self(text[start:end])
-        tables = _token_tables(self.encoding)
-        return offsets, TiktokenCounter(text, starts, self, self._edges, ids, tables)
+        return offsets, TiktokenCounter(text, ids, tables, self, self._edges)
 
 
 class HuggingFaceUnit:

@@ -1,9 +1,9 @@
 """Splitter throughput (MB/s) against langchain-text-splitters, chonkie, semchunk and
 semantic-text-splitter, on the text files of ../shared/corpora, in one process.
 
-Every implementation splits every file of a scenario once per round; rounds interleave the
-implementations (so machine load hits them alike), the first round is a warm-up, and the
-table shows the median of the others (``time.perf_counter``). Correctness columns come from
+Every implementation splits every file of a scenario once per round, the implementations
+taking turns file by file (so machine load hits them alike); the first round is a warm-up,
+and the table shows the median of the others (``time.perf_counter``). Correctness columns come from
 one extra pass: chunks whose offset is wrong (or missing), chunks over the size limit
 (measured on the chunk's own text), and U+FFFD text that is not in the source.
 
@@ -69,17 +69,26 @@ def time_all(impls: dict[str, Make], texts: list[str]) -> dict[str, float]:
     """Return the median seconds per implementation over the timed rounds.
 
     Each round builds its splitters anew (untimed), so no cache of a previous round helps
-    (semchunk memoises token counts, docflow its tokenizer's edge counts).
+    (semchunk memoises token counts, docflow its tokenizer's edge counts). Within a round
+    the implementations take turns on every text (the order rotates each round), so a
+    change in machine load, which on a shared VM comes and goes within seconds, hits all
+    of them alike instead of whichever ran during it.
     """
-    times: dict[str, list[float]] = {name: [] for name in impls}
+    names = list(impls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    clock = time.perf_counter
     for round_ in range(ROUNDS):
-        for name, make in impls.items():
-            split = make()
-            start = time.perf_counter()
-            for text in texts:
+        order = names[round_ % len(names) :] + names[: round_ % len(names)]
+        splits = [(name, impls[name]()) for name in order]
+        spent = dict.fromkeys(names, 0.0)
+        for text in texts:
+            for name, split in splits:
+                start = clock()
                 split(text)
-            if round_:
-                times[name].append(time.perf_counter() - start)
+                spent[name] += clock() - start
+        if round_:
+            for name in names:
+                times[name].append(spent[name])
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
