@@ -319,9 +319,10 @@ class TokenTables:
 
     started: np.ndarray  # characters the token starts (its non-continuation bytes)
     inside: np.ndarray  # 1 if its first byte continues a character begun before it
-    first: np.ndarray  # class of its first character (``_MID`` if it starts inside one)
-    second: np.ndarray  # class of its second character (``_NEXT`` if it has only one)
-    last: np.ndarray  # class of its last character
+    #: all of it in one word per token (one cache line per look-up), bits from the lowest:
+    #: started (10), inside (1), then the classes of its first (``_MID`` if it starts inside
+    #: a character), second (``_NEXT`` if it has only one) and last characters (4 each)
+    packed: np.ndarray
 
 
 def _utf8_width(lead: int) -> int:
@@ -376,9 +377,12 @@ def token_tables(tokens: Iterable[tuple[int, bytes]], size: int) -> TokenTables:
             second[rank] = _NEXT if len(leads) == 1 else kind(token, leads[1])
         if leads and leads[-1] + _utf8_width(token[leads[-1]]) == len(token):
             last[rank] = kind(token, leads[-1])
-    if started.max(initial=0) < 256:  # small tables gather faster
-        started = started.astype(np.uint8)
-    return TokenTables(started, inside, first, second, last)
+    if started.max(initial=0) >= 1 << 10:
+        raise ValueError("a token of over 1023 characters does not fit the packed table")
+    packed = started | inside.astype(np.int64) << 10
+    packed |= first.astype(np.int64) << 11 | second.astype(np.int64) << 15
+    packed |= last.astype(np.int64) << 19
+    return TokenTables(started.astype(np.uint16), inside, packed.astype(np.uint32))
 
 
 class TiktokenCounter(OffsetCounter):
@@ -441,15 +445,14 @@ class TiktokenCounter(OffsetCounter):
             before,
             weak,
             codes,
-            memo.keys,
-            memo.counts,
+            memo.table,
         )
         if len(spans):
             text, alone = self.text, self._alone
             found = [alone(text[a:b]) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
             np.add.at(counts, spans, found)
             found_counts = np.asarray(found, dtype=np.int64)
-            remember_edges(memo.keys, memo.counts, memo.size, codes, lo, hi, found_counts)
+            remember_edges(memo.table, memo.size, codes, lo, hi, found_counts)
         result: list[int] = counts.tolist()
         return result
 
@@ -464,11 +467,7 @@ class TiktokenCounter(OffsetCounter):
             codes = self.codes()  # read only where a character is split over tokens
             positions, before, weak = tiktoken_boundaries(
                 self._ids,
-                tables.started,
-                tables.inside,
-                tables.first,
-                tables.second,
-                tables.last,
+                tables.packed,
                 _pair_table(),
                 _table_of(_NON_WHITE),
                 codes,

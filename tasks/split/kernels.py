@@ -39,11 +39,7 @@ def _kind(codes: np.ndarray, classes: np.ndarray, at: int) -> int:
 @njit(cache=True, nogil=True)
 def tiktoken_boundaries(
     ids: np.ndarray,
-    started: np.ndarray,
-    inside: np.ndarray,
-    first: np.ndarray,
-    second: np.ndarray,
-    last: np.ndarray,
+    packed: np.ndarray,
     pairs: np.ndarray,
     non_white: np.ndarray,
     codes: np.ndarray,
@@ -52,10 +48,10 @@ def tiktoken_boundaries(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return a document's boundaries, the tokens before each, and its weak boundaries.
 
-    ``started``..``last`` are the vocabulary's :class:`~tasks.split.counting.TokenTables`,
-    ``pairs`` the rule per class pair (0 none, 1 boundary, 2 weak if a non-space follows,
-    3 look at the characters), ``codes`` the text's code points (read only where a
-    character is split over tokens; empty for ASCII text) and ``classes`` their classes.
+    ``packed`` is the vocabulary's :class:`~tasks.split.counting.TokenTables` in one word
+    per token, ``pairs`` the rule per class pair (0 none, 1 boundary, 2 weak if a non-space
+    follows, 3 look at the characters), ``codes`` the text's code points (read only where a
+    character is split over tokens) and ``classes`` their classes.
     """
     n = len(ids)
     positions = np.empty(n + 1, np.int64)
@@ -66,16 +62,16 @@ def tiktoken_boundaries(
     position = 0  # characters the tokens so far start
     previous = _LF  # class of the last character of the previous token
     for i in range(n):
-        token = ids[i]
-        at = position - int(inside[token])  # a token starting inside a character belongs to it
-        position += int(started[token])
-        code = 1 if i == 0 else int(pairs[(previous << 4) | int(first[token])])
+        word = int(packed[ids[i]])
+        at = position - ((word >> 10) & 1)  # a token starting inside a character belongs to it
+        position += word & 1023
+        code = 1 if i == 0 else int(pairs[(previous << 4) | ((word >> 11) & 15)])
         if code == 3:
             code = int(pairs[(_kind(codes, classes, at - 1) << 4) | _kind(codes, classes, at)])
         if code == 2:  # the last space of a run: a boundary if a non-space follows
-            after = int(second[token])
+            after = (word >> 15) & 15
             if after == _NEXT:  # a one-character token: the next token's first character
-                after = int(first[ids[i + 1]]) if i + 1 < n else _BLANK
+                after = (int(packed[ids[i + 1]]) >> 11) & 15 if i + 1 < n else _BLANK
             if after >= _NEXT:
                 after = _kind(codes, classes, at + 1)
             if non_white[after]:
@@ -86,7 +82,7 @@ def tiktoken_boundaries(
             positions[found] = at
             before[found] = i
             found += 1
-        previous = int(last[token])
+        previous = (word >> 19) & 15
     positions[found] = n_chars
     before[found] = n
     return positions[: found + 1], before[: found + 1], weak[:n_weak]
@@ -97,7 +93,7 @@ def tiktoken_boundaries(
 #: Edges up to this many characters (all ASCII) are memoised by their bytes, in two words.
 _KEY_CHARS = 15
 #: Slots of an edge memo (a power of two); it is emptied when half full.
-_SLOTS = 1 << 17
+_SLOTS = 1 << 16
 _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 
@@ -105,12 +101,12 @@ _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 class EdgeMemo:
     """Standalone counts of short ASCII edge strings, keyed by their bytes (open addressing).
 
-    ``keys[i]`` holds an edge's bytes and length in two words, ``counts[i]`` its count (-1:
-    an empty slot), ``size[0]`` the number of edges stored. One per unit, like the string memo.
+    A row of ``table`` holds an edge's bytes and length in two words and its count plus one
+    (0: an empty slot), so a probe reads one cache line; ``size[0]`` counts the edges stored.
+    One per unit, like the string memo.
     """
 
-    keys: np.ndarray = field(default_factory=lambda: np.zeros((_SLOTS, 2), dtype=np.uint64))
-    counts: np.ndarray = field(default_factory=lambda: np.full(_SLOTS, -1, dtype=np.int64))
+    table: np.ndarray = field(default_factory=lambda: np.zeros((_SLOTS, 3), dtype=np.uint64))
     size: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
 
@@ -137,11 +133,11 @@ def _edge_key(codes: np.ndarray, start: int, end: int) -> tuple[np.uint64, np.ui
 
 
 @njit(cache=True, inline="always")
-def _slot(keys: np.ndarray, counts: np.ndarray, low: np.uint64, high: np.uint64) -> int:
-    """Return the slot of a key: where it is stored, or the empty slot it would go to."""
-    mask = len(counts) - 1
+def _slot(table: np.ndarray, low: np.uint64, high: np.uint64) -> int:
+    """Return the row of a key: where it is stored, or the empty row it would go to."""
+    mask = len(table) - 1
     at = int(((low ^ (high * _MIX1)) * _MIX2) >> np.uint64(40)) & mask
-    while counts[at] >= 0 and (keys[at, 0] != low or keys[at, 1] != high):
+    while table[at, 2] and (table[at, 0] != low or table[at, 1] != high):
         at = (at + 1) & mask
     return at
 
@@ -168,15 +164,13 @@ def count_spans(
     before: np.ndarray,
     weak: np.ndarray,
     codes: np.ndarray,
-    keys: np.ndarray,
-    counts_of: np.ndarray,
+    table: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return span counts, less the edges the memo lacks, and those edges (span, start, end).
 
     The same arithmetic as :meth:`tasks.split.counting.OffsetCounter.__call__`: the tokens
     between the first and last boundary inside the span come from ``before``, the edges
-    outside them from the memo (``keys``/``counts_of``); ``weak`` marks weak boundaries
-    (empty: none).
+    outside them from the memo's ``table``; ``weak`` marks weak boundaries (empty: none).
     """
     m = len(starts)
     counts = np.zeros(m, np.int64)
@@ -201,9 +195,9 @@ def count_spans(
             if edge_end <= edge_start:
                 continue
             low, high = _edge_key(codes, edge_start, edge_end)
-            known = counts_of[_slot(keys, counts_of, low, high)] if high else -1
-            if known >= 0:
-                counts[i] += known
+            known = int(table[_slot(table, low, high), 2]) if high else 0
+            if known:
+                counts[i] += known - 1
             else:
                 missed[n_missed, 0] = i
                 missed[n_missed, 1] = edge_start
@@ -214,8 +208,7 @@ def count_spans(
 
 @njit(cache=True)
 def remember_edges(
-    keys: np.ndarray,
-    counts_of: np.ndarray,
+    table: np.ndarray,
     size: np.ndarray,
     codes: np.ndarray,
     starts: np.ndarray,
@@ -230,12 +223,12 @@ def remember_edges(
         low, high = _edge_key(codes, starts[i], ends[i])
         if not high:
             continue
-        if size[0] * 2 >= len(counts_of):
-            counts_of[:] = -1
+        if size[0] * 2 >= len(table):
+            table[:, 2] = 0
             size[0] = 0
-        at = _slot(keys, counts_of, low, high)
-        if counts_of[at] < 0:
+        at = _slot(table, low, high)
+        if not table[at, 2]:
             size[0] += 1
-            keys[at, 0] = low
-            keys[at, 1] = high
-        counts_of[at] = counts[i]
+            table[at, 0] = low
+            table[at, 1] = high
+        table[at, 2] = counts[i] + 1

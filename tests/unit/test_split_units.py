@@ -187,7 +187,7 @@ def test_a_full_edge_memo_empties_and_counts_stay_exact() -> None:
 
     text = "def f(x):\n    return x;\n\n  y = [1,  2]; z = {'a': 3}\n\tw = f(y) + 7\n" * 5
     unit = tiktoken_unit()
-    tiny = EdgeMemo(np.zeros((8, 2), np.uint64), np.full(8, -1, np.int64), np.zeros(1, np.int64))
+    tiny = EdgeMemo(np.zeros((8, 3), np.uint64), np.zeros(1, np.int64))
     counter = TiktokenCounter(text, unit._ids(text), _token_tables(unit.encoding), unit, {}, tiny)
     cuts = list(range(0, len(text) + 1, 3))
     for _ in range(3):  # again with what the memo kept
