@@ -102,7 +102,7 @@ class EdgeMemo:
     """Standalone counts of short ASCII edge strings, keyed by their bytes (open addressing).
 
     A row of ``table`` holds an edge's bytes and length in two words and its count plus one
-    (0: an empty slot), so a probe reads one cache line; ``size[0]`` counts the edges stored.
+    (0: an empty slot), so a probe reads one row; ``size[0]`` counts the edges stored.
     One per unit, like the string memo.
     """
 
