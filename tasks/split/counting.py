@@ -23,8 +23,9 @@ punctuation.
 
 For tiktoken the rules need only the classes of the characters around each token start,
 and a token's bytes tell those (:class:`TokenTables`, built once per vocabulary): the
-boundaries are a few gathers over the document's token ids, and the characters themselves
-are read only where one is split over tokens.
+boundaries are one pass over the document's token ids, and the characters themselves are
+read only where one is split over tokens. That pass and the span counts are compiled loops
+(:mod:`tasks.split.kernels`); the BERT-style counter stays in numpy and Python.
 """
 
 from __future__ import annotations
