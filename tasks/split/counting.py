@@ -339,8 +339,8 @@ def token_tables(tokens: Iterable[tuple[int, bytes]], size: int) -> TokenTables:
     """Return the :class:`TokenTables` of a vocabulary given as ``(id, bytes)`` pairs."""
     import numpy as np
 
-    ascii_table = _classes(np.arange(128, dtype=np.uint8), _ASCII_SPACES, ()).tolist()
-    wide_spaces = frozenset(_WIDE_SPACES)
+    classes = _class_table(_ASCII_SPACES, _WIDE_SPACES).tolist()  # what the text's would be
+    ascii_table = classes[:128]
 
     def kind(token: bytes, at: int) -> int:
         """Return the class of the character whose lead byte is ``token[at]``."""
@@ -354,7 +354,7 @@ def token_tables(tokens: Iterable[tuple[int, bytes]], size: int) -> TokenTables:
             code = ord(piece.decode("utf-8"))
         except UnicodeDecodeError:
             return _UNKNOWN
-        return _SPACE if code in wide_spaces else _OTHER
+        return int(classes[min(code, len(classes) - 1)])
 
     started = np.zeros(size, dtype=np.int64)
     inside = np.zeros(size, dtype=np.uint8)

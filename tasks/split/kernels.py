@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-# class codes shared with tasks.split.counting (kept as literals: numba inlines them)
-_BLANK, _LF = 3, 4
-_NEXT = 13
+from tasks.split.counting import _BLANK, _LF, _NEXT  # class codes (numba inlines globals)
 
 
 @njit(cache=True, nogil=True)
