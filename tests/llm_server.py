@@ -10,7 +10,12 @@ behaviours, so every error path of the chunker can be exercised over real HTTP:
 - ``forget``: every third sentence is cited by no proposition;
 - ``bad_json`` / ``out_of_range`` / ``not_completion``: always an invalid reply;
 - ``bad_json_once``: an invalid reply to a window's first request, a good one to the retry;
-- ``http_500``: HTTP 500 with an error body; ``slow``: sleeps ``delay`` seconds first.
+- ``http_500``: HTTP 500 with an error body; ``http_400``: HTTP 400 (a request error);
+- ``slow``: sleeps ``delay`` seconds first.
+
+Whatever the mode, the next ``refusals`` requests are refused with ``refuse_status`` (and a
+``Retry-After`` header when ``retry_after`` is set), as a rate-limited or overloaded endpoint
+does.
 
 Every request is recorded (path, headers, JSON body) in ``requests``.
 """
@@ -53,6 +58,9 @@ class LLMServer:
     mode: str = "ok"
     group_size: int = 3
     delay: float = 2.0
+    refusals: int = 0
+    refuse_status: int = 429
+    retry_after: str | None = None
     requests: list[Recorded] = field(default_factory=list)
 
 
@@ -92,9 +100,13 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         """Stay quiet (the base writes every request to stderr)."""
 
-    def _send(self, status: int, payload: dict[str, Any]) -> None:
+    def _send(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode("utf-8")
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -109,10 +121,18 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/chat/completions":
             self._send(404, {"error": {"message": f"no route {self.path}"}})
             return
+        if state.refusals > 0:
+            state.refusals -= 1
+            after = {"Retry-After": state.retry_after} if state.retry_after is not None else {}
+            self._send(state.refuse_status, {"error": {"message": "slow down"}}, after)
+            return
         if state.mode == "slow":
             time.sleep(state.delay)
         if state.mode == "http_500":
             self._send(500, {"error": {"message": "the model is overloaded\nplease retry"}})
+            return
+        if state.mode == "http_400":
+            self._send(400, {"error": {"message": "unknown parameter: response_format"}})
             return
         if state.mode == "not_completion":
             self._send(200, {"hello": "world"})

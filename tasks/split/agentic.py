@@ -5,7 +5,10 @@ in windows to any OpenAI-compatible chat endpoint (``POST {base_url}/chat/comple
 LLM rewrites the window as propositions (short standalone statements), each citing the
 sentence numbers it came from, and groups them into chunks with a title and a summary. The
 reply must be strict JSON (:data:`SYSTEM_PROMPT`); a reply that does not parse or cites a
-number out of range is asked for once more, then fails with :class:`LLMError`.
+number out of range is asked for once more, then fails with :class:`LLMError`. A request
+the endpoint refuses for now (HTTP 408, 429, 500, 502, 503, 504, or a dropped connection) is
+sent again after a pause (its ``Retry-After`` when given, else 1, 2, 4 s), up to
+:data:`RETRIES` times; other HTTP errors and timeouts fail at once.
 
 The LLM chooses the grouping only; chunk text is always the source, so this chunker keeps the
 docflow splitter invariants:
@@ -39,6 +42,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +70,13 @@ WINDOW_CHARS = 8000
 #: Seconds one request may take; replies asked for per window (the first and one retry).
 TIMEOUT_S = 120.0
 ATTEMPTS = 2
+#: A refused request (rate limit, overload, dropped connection) is sent again this many
+#: times, after ``RETRY_WAIT_S`` doubling each time, or the endpoint's ``Retry-After`` up to
+#: ``MAX_WAIT_S``: a rate limit slows a long ingest down rather than failing its files.
+RETRIES = 3
+RETRY_WAIT_S = 1.0
+MAX_WAIT_S = 60.0
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 #: The instructions; part of the fingerprint, since a new prompt makes new chunks.
 SYSTEM_PROMPT = """\
 You split a document into chunks of propositions.
@@ -153,11 +164,70 @@ def connect(api_key: str | None, timeout: float) -> httpx.Client:
     return httpx.Client(headers=headers, timeout=timeout)
 
 
-def chat(client: httpx.Client, base_url: str, model: str, messages: list[dict[str, str]]) -> str:
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How often and after what pause a refused request is sent again."""
+
+    times: int = RETRIES
+    wait: float = RETRY_WAIT_S
+    most: float = MAX_WAIT_S
+
+    def pause(self, attempt: int, response: httpx.Response | None) -> float:
+        """Return the seconds to wait before retry ``attempt`` (1, 2, ...).
+
+        The endpoint's ``Retry-After`` (in seconds) wins where it gives one, capped at
+        ``most``; otherwise ``wait`` doubles with each attempt.
+        """
+        given = response.headers.get("Retry-After") if response is not None else None
+        try:
+            seconds = float(given) if given is not None else None
+        except ValueError:  # an HTTP date: keep to our own pace
+            seconds = None
+        if seconds is None or seconds < 0:
+            seconds = self.wait * 2 ** (attempt - 1)
+        return min(seconds, self.most)
+
+
+def post(client: httpx.Client, url: str, body: dict[str, Any], retry: Retry) -> httpx.Response:
+    """POST ``body``; send it again while the endpoint refuses it for now (see :class:`Retry`).
+
+    Returns the last response, an error status included once the retries are spent.
+
+    Raises:
+        LLMError: On a timeout, or a connection that still fails after the retries.
+
+    """
+    for attempt in range(retry.times + 1):
+        response: httpx.Response | None = None
+        try:
+            response = client.post(url, json=body)
+        except httpx.TimeoutException as exc:
+            seconds = client.timeout.read
+            raise LLMError(f"LLM request to {url} timed out after {seconds:g} s") from exc
+        except httpx.TransportError as exc:  # refused, reset or dropped: worth another try
+            if attempt == retry.times:
+                raise LLMError(f"LLM request to {url} failed: {_one_line(str(exc))}") from exc
+        else:
+            if response.status_code not in TRANSIENT_STATUS or attempt == retry.times:
+                return response
+        pause = retry.pause(attempt + 1, response)
+        log.info("LLM endpoint %s refused a request; again in %.1f s", url, pause)
+        time.sleep(pause)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def chat(
+    client: httpx.Client,
+    base_url: str,
+    model: str,
+    messages: list[dict[str, str]],
+    retry: Retry | None = None,
+) -> str:
     """Return the content of the first choice of a chat completion.
 
     Raises:
-        LLMError: On a timeout, a connection failure or an HTTP error status, in one line.
+        LLMError: On a timeout, a connection failure or an HTTP error status (after the
+            retries of a refused request), in one line.
         _InvalidReply: If the answer is not an OpenAI chat completion.
 
     """
@@ -168,13 +238,7 @@ def chat(client: httpx.Client, base_url: str, model: str, messages: list[dict[st
         "temperature": 0,
         "response_format": {"type": "json_object"},
     }
-    try:
-        response = client.post(url, json=body)
-    except httpx.TimeoutException as exc:
-        seconds = client.timeout.read
-        raise LLMError(f"LLM request to {url} timed out after {seconds:g} s") from exc
-    except httpx.HTTPError as exc:
-        raise LLMError(f"LLM request to {url} failed: {_one_line(str(exc))}") from exc
+    response = post(client, url, body, retry or Retry())
     if response.status_code >= 400:
         raise LLMError(
             f"LLM endpoint {url} answered HTTP {response.status_code}: {_error_text(response)}"
@@ -309,6 +373,7 @@ class AgenticChunker(TextSplitter):
         timeout: float = TIMEOUT_S,
         api_key: str | None = None,
         add_start_index: bool = False,
+        retry: Retry | None = None,
     ) -> None:
         """Create the chunker; the endpoint and model must be configured.
 
@@ -324,6 +389,7 @@ class AgenticChunker(TextSplitter):
             api_key: The key for library callers; default from ``DOCFLOW_LLM_API_KEY`` or
                 ``OPENAI_API_KEY`` (the ingest reads it only from there). None sends no key.
             add_start_index: Put ``start_index`` in the metadata of created Documents.
+            retry: How a refused request is sent again (default :class:`Retry`: 3 times).
 
         Raises:
             ConfigError: If no endpoint or model is configured, naming what to set.
@@ -359,6 +425,7 @@ class AgenticChunker(TextSplitter):
         self.sentence_split_regex = sentence_split_regex
         self._sentence_pattern = re.compile(sentence_split_regex)
         self.timeout = timeout
+        self.retry = retry or Retry()
         self._api_key = api_key or _first_env(API_KEY_ENV, env)
         self._pieces = RecursiveCharacterTextSplitter(
             chunk_size=chunk_size, chunk_overlap=0, length_function=length_function
@@ -456,13 +523,13 @@ class AgenticChunker(TextSplitter):
         error = _InvalidReply("no reply")
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                content = chat(client, self.base_url, self.model, messages)
+                content = chat(client, self.base_url, self.model, messages, self.retry)
                 return parse_reply(content, len(window))
             except _InvalidReply as exc:
                 log.debug("invalid LLM reply for %s (attempt %d): %s", where, attempt, exc)
                 error = exc
-                retry = f"Your reply was invalid ({exc}). Answer again with the JSON only."
-                messages.append({"role": "user", "content": retry})
+                again = f"Your reply was invalid ({exc}). Answer again with the JSON only."
+                messages.append({"role": "user", "content": again})
         raise LLMError(
             f"{where}: no valid reply from {self.model} in {ATTEMPTS} attempts: {error}"
         ) from error

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -17,7 +18,9 @@ from tasks.split.agentic import (
     API_KEY_ENV,
     BASE_URL_ENV,
     MODEL_ENV,
+    RETRIES,
     AgenticChunker,
+    Retry,
     parse_reply,
 )
 from tasks.split.factory import build_splitter
@@ -27,6 +30,7 @@ from tests.conftest import corpus_files
 from tests.llm_server import LLMServer, llm_server
 
 MODEL = "rule-based-test"
+QUICK = Retry(wait=0.01)  # the default retries, with short pauses
 ENV_NAMES = (*BASE_URL_ENV, *MODEL_ENV, *API_KEY_ENV)
 
 
@@ -47,6 +51,7 @@ def _running() -> Iterator[LLMServer]:
 def llm(_running: LLMServer) -> LLMServer:
     """Return the module's server, reset to the ``ok`` mode with no requests."""
     _running.mode, _running.group_size, _running.delay = "ok", 3, 2.0
+    _running.refusals, _running.refuse_status, _running.retry_after = 0, 429, None
     _running.requests.clear()
     return _running
 
@@ -218,15 +223,58 @@ def test_repeated_invalid_replies_fail_naming_the_document(
 
 
 def test_http_errors_and_timeouts_are_one_line_errors(llm: LLMServer) -> None:
-    llm.mode = "http_500"
+    llm.mode = "http_500"  # a refusal: sent again, then the error
     with pytest.raises(LLMError, match=r"answered HTTP 500: .*overloaded please retry") as info:
-        chunker(llm).split_spans("One.")
-    assert "\n" not in str(info.value) and len(llm.requests) == 1
+        chunker(llm, retry=QUICK).split_spans("One.")
+    assert "\n" not in str(info.value) and len(llm.requests) == 1 + RETRIES
+    llm.mode = "http_400"  # not a refusal: fails at once
+    llm.requests.clear()
+    with pytest.raises(LLMError, match=r"answered HTTP 400: unknown parameter"):
+        chunker(llm, retry=QUICK).split_spans("One.")
+    assert len(llm.requests) == 1
     llm.mode, llm.delay = "slow", 2.0
+    llm.requests.clear()
     with pytest.raises(LLMError, match="timed out after 0.3 s"):
-        chunker(llm, timeout=0.3).split_spans("One.")
+        chunker(llm, timeout=0.3, retry=QUICK).split_spans("One.")
+    assert len(llm.requests) == 1
     with pytest.raises(LLMError, match="failed"):  # nothing listens on the discard port
-        AgenticChunker("http://127.0.0.1:9/v1", MODEL).split_spans("One.")
+        AgenticChunker("http://127.0.0.1:9/v1", MODEL, retry=QUICK).split_spans("One.")
+
+
+@pytest.mark.parametrize(("status", "retry_after"), [(429, "0"), (503, None), (502, None)])
+def test_refused_requests_are_sent_again(
+    llm: LLMServer, status: int, retry_after: str | None
+) -> None:
+    """A rate limit or an overloaded endpoint slows the chunker down; the chunks are the
+    same as without the refusals."""
+    text = sample_text(6)
+    expected = chunker(llm).split_text(text)
+    llm.requests.clear()
+    llm.refusals, llm.refuse_status, llm.retry_after = RETRIES, status, retry_after
+    assert chunker(llm, retry=QUICK).split_text(text) == expected
+    assert len(llm.requests) == RETRIES + 1
+    assert llm.requests[0].body == llm.requests[-1].body  # the same request, sent again
+
+
+def test_refusals_beyond_the_retries_fail_with_the_last_answer(llm: LLMServer) -> None:
+    llm.refusals, llm.retry_after = RETRIES + 1, "0"
+    with pytest.raises(LLMError, match=r"answered HTTP 429: slow down"):
+        chunker(llm, retry=QUICK).split_spans("One. Two.")
+    assert len(llm.requests) == RETRIES + 1
+
+
+def test_the_pause_follows_retry_after_then_doubles() -> None:
+    def refused(**headers: str) -> httpx.Response:
+        return httpx.Response(429, headers=headers)
+
+    retry = Retry(times=5, wait=0.5, most=30.0)
+    assert retry.pause(1, refused(**{"Retry-After": "7"})) == 7.0
+    assert retry.pause(3, refused(**{"Retry-After": "0"})) == 0.0
+    assert retry.pause(1, refused(**{"Retry-After": "3600"})) == 30.0  # capped
+    assert [retry.pause(n, refused()) for n in (1, 2, 3)] == [0.5, 1.0, 2.0]
+    date = "Wed, 21 Oct 2026 07:28:00 GMT"  # an HTTP date: our own pace
+    assert retry.pause(2, refused(**{"Retry-After": date})) == 1.0
+    assert retry.pause(7, None) == 30.0  # a dropped connection, capped
 
 
 def test_parse_reply_accepts_only_the_asked_shape() -> None:
@@ -298,9 +346,9 @@ def test_cli_split_with_the_agentic_splitter(
     assert chunks and all(text[c["start_index"] : c["end_index"]] == c["text"] for c in chunks)
     assert all(c["n_chars"] <= 150 for c in chunks)
     assert llm.requests and llm.requests[-1].headers["Authorization"] == "Bearer sk-cli"
-    llm.mode = "http_500"
+    llm.mode = "http_400"
     broken = runner.invoke(cli, args)
-    assert broken.exit_code == 1 and "HTTP 500" in broken.output
+    assert broken.exit_code == 1 and "HTTP 400" in broken.output
 
 
 MARKDOWN = corpus_files("markdown", ("*.md",))[::40]
