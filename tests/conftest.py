@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from flows.env import apply_defaults
 
 apply_defaults()  # offline model loading, no telemetry, quiet Prefect: before any import of them
+
+# Property tests draw new examples on every run at a desk (that is how they find bugs). CI
+# (`.ci/run` sets HYPOTHESIS_PROFILE=ci) draws the same ones every run, so a red build is
+# about the change it tests, and prints the blob that replays a failure.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
