@@ -20,7 +20,7 @@ class EmbedError(DocflowError):
 
 
 class LLMError(DocflowError):
-    """The LLM endpoint failed, timed out, or gave no valid reply (after one retry)."""
+    """The LLM endpoint failed, timed out, kept refusing, or gave no valid reply twice."""
 
 
 class StoreError(DocflowError):

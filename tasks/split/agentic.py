@@ -197,7 +197,8 @@ def post(client: httpx.Client, url: str, body: dict[str, Any], retry: Retry) -> 
         LLMError: On a timeout, or a connection that still fails after the retries.
 
     """
-    for attempt in range(retry.times + 1):
+    attempt = 0
+    while True:
         response: httpx.Response | None = None
         try:
             response = client.post(url, json=body)
@@ -210,10 +211,10 @@ def post(client: httpx.Client, url: str, body: dict[str, Any], retry: Retry) -> 
         else:
             if response.status_code not in TRANSIENT_STATUS or attempt == retry.times:
                 return response
-        pause = retry.pause(attempt + 1, response)
+        attempt += 1
+        pause = retry.pause(attempt, response)
         log.info("LLM endpoint %s refused a request; again in %.1f s", url, pause)
         time.sleep(pause)
-    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def chat(
@@ -221,7 +222,7 @@ def chat(
     base_url: str,
     model: str,
     messages: list[dict[str, str]],
-    retry: Retry | None = None,
+    retry: Retry = Retry(),  # frozen: one shared default is safe
 ) -> str:
     """Return the content of the first choice of a chat completion.
 
@@ -238,7 +239,7 @@ def chat(
         "temperature": 0,
         "response_format": {"type": "json_object"},
     }
-    response = post(client, url, body, retry or Retry())
+    response = post(client, url, body, retry)
     if response.status_code >= 400:
         raise LLMError(
             f"LLM endpoint {url} answered HTTP {response.status_code}: {_error_text(response)}"
@@ -373,7 +374,7 @@ class AgenticChunker(TextSplitter):
         timeout: float = TIMEOUT_S,
         api_key: str | None = None,
         add_start_index: bool = False,
-        retry: Retry | None = None,
+        retry: Retry = Retry(),  # frozen: one shared default is safe
     ) -> None:
         """Create the chunker; the endpoint and model must be configured.
 
@@ -425,7 +426,7 @@ class AgenticChunker(TextSplitter):
         self.sentence_split_regex = sentence_split_regex
         self._sentence_pattern = re.compile(sentence_split_regex)
         self.timeout = timeout
-        self.retry = retry or Retry()
+        self.retry = retry
         self._api_key = api_key or _first_env(API_KEY_ENV, env)
         self._pieces = RecursiveCharacterTextSplitter(
             chunk_size=chunk_size, chunk_overlap=0, length_function=length_function
