@@ -34,7 +34,7 @@ test: install
 	$(BIN)/python -m pytest
 
 lint: install
-	$(BIN)/ruff check tasks flows tests
+	$(BIN)/ruff check docflow tasks flows deployments tests
 	$(BIN)/mypy
 
 bench: install

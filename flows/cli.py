@@ -126,7 +126,7 @@ def ingest_options(fn: F) -> F:
         click.option(
             "--embed-backend",
             type=click.Choice(["auto", "torch", "torch-fp16", "onnx", "onnx-int8"]),
-            help="How the model runs [auto: torch-fp16 on CUDA, else onnx-int8].",
+            help="How the model runs [auto: torch-fp16 on CUDA, else onnx (float32)].",
         ),
         click.option(
             "--max-file-size",
@@ -397,25 +397,50 @@ def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
 @click.argument("text")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Results.")
 @click.option("--where", multiple=True, help="Metadata filter KEY=VALUE (repeatable).")
+@click.option(
+    "--retrieval",
+    type=click.Choice(["hybrid", "dense", "lexical"]),
+    help="Ranking: hybrid (BM25 and cosine, weighted), dense (cosine) or lexical (BM25) "
+    "[hybrid; env DOCFLOW_RETRIEVAL].",
+)
+@click.option(
+    "--dense-weight",
+    type=float,
+    help="hybrid: weight of the cosine score, 0..1 (BM25 weighs 1 - this) "
+    "[0.5; env DOCFLOW_DENSE_WEIGHT].",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    help="TOML config file (its [query] table: retrieval, dense_weight).",
+)
 @collection_options(tables=False)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def query(
     text: str,
     k: int,
     where: tuple[str, ...],
+    retrieval: str | None,
+    dense_weight: float | None,
+    config_file: Path | None,
     data_dir: str,
     collection: str,
     chroma_host: str | None,
     chroma_port: int,
     as_json: bool,
 ) -> None:
-    """Print the chunks most similar to TEXT with their source and score.
+    """Print the chunks that best answer TEXT with their source and score.
 
-    Example: docflow query "how do I treat varroa in winter?" -k 3
+    Example: docflow query "how do I treat varroa in winter?" -k 3 --retrieval hybrid
     """
     from flows.query import query as run_query
+    from tasks.config import resolve_query_params
 
     with _errors_to_exit_codes():
+        settings = resolve_query_params(
+            config_file, {"retrieval": retrieval, "dense_weight": dense_weight}
+        )
         hits = run_query(
             text,
             Path(data_dir),
@@ -424,12 +449,16 @@ def query(
             where=_parse_where(where),
             host=chroma_host,
             port=chroma_port,
+            retrieval=settings.retrieval,
+            dense_weight=settings.dense_weight,
         )
     if as_json:
         rows = [
             {
                 "rank": i,
                 "score": round(h.score, 4),
+                "dense_score": None if h.dense_score is None else round(h.dense_score, 4),
+                "lexical_score": None if h.lexical_score is None else round(h.lexical_score, 4),
                 "source": h.source,
                 "chunk_id": h.chunk_id,
                 "text": h.text,
@@ -437,8 +466,11 @@ def query(
             }
             for i, h in enumerate(hits, start=1)
         ]
-        click.echo(json.dumps({"query": text, "results": rows}, ensure_ascii=False))
+        payload = {"query": text, **settings.model_dump(), "results": rows}
+        click.echo(json.dumps(payload, ensure_ascii=False))
         return
+    if not hits:
+        click.echo(f"no results for {text!r}" + (" with these --where filters" if where else ""))
     for i, h in enumerate(hits, start=1):
         snippet = " ".join(h.text.split())
         click.echo(f"{i}. [{h.score:.3f}] {h.source}\n   {snippet[:240]}")
@@ -475,7 +507,8 @@ def inspect(
         )
     col = info["collection"]
     click.echo(
-        f"collection {col['name']}: {col['count']} chunks, model {col.get('embedding_model')}"
+        f"collection {col['name']}: {col['count']} chunks, model {col.get('embedding_model')}, "
+        f"lexical index {col.get('lexical_count', 'missing')} chunks"
     )
     for run in info["runs"]:
         click.echo(
@@ -671,18 +704,41 @@ def serve(limit: int | None) -> None:
 @cli.command()
 @click.option(
     "--dataset",
+    "datasets",
+    multiple=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="Evaluation data set: corpora/*.md and questions.csv [../shared/eval/chunking].",
+    help="Evaluation data set: a folder with corpora/*.md and questions.csv, or a folder of "
+    "them (repeatable) [every data set under ../shared/eval].",
 )
 @click.option(
     "--splitter",
     "specs",
     multiple=True,
-    help="Configuration NAME[:KEY=VALUE,...], e.g. "
-    "token:chunk_size=278,chunk_overlap=139,length_unit=tokens "
-    "(repeatable) [auto:chunk_size=200,chunk_overlap=50,length_unit=model_tokens].",
+    help="Configuration NAME[:KEY=VALUE,...] with ingest settings and retrieval, "
+    "dense_weight, e.g. token:chunk_size=278,chunk_overlap=139,length_unit=tokens,"
+    "retrieval=hybrid,dense_weight=0.5 (repeatable) [docflow's defaults].",
 )
 @click.option("--model", help="Embedding model name or path [all-MiniLM-L6-v2].")
+@click.option(
+    "--embed-backend",
+    envvar="DOCFLOW_EMBED_BACKEND",
+    type=click.Choice(["auto", "torch", "torch-fp16", "onnx", "onnx-int8"]),
+    help="How the model runs, where a configuration does not say [auto; env "
+    "DOCFLOW_EMBED_BACKEND].",
+)
+@click.option(
+    "--retrieval",
+    envvar="DOCFLOW_RETRIEVAL",
+    type=click.Choice(["hybrid", "dense", "lexical"]),
+    help="Ranking, where a configuration does not say [hybrid; env DOCFLOW_RETRIEVAL].",
+)
+@click.option(
+    "--dense-weight",
+    envvar="DOCFLOW_DENSE_WEIGHT",
+    type=float,
+    help="hybrid: weight of the cosine score, where a configuration does not say "
+    "[env DOCFLOW_DENSE_WEIGHT].",
+)
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Top k.")
 @click.option(
     "--out",
@@ -693,52 +749,62 @@ def serve(limit: int | None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def evaluate(
-    dataset: Path | None,
+    datasets: tuple[Path, ...],
     specs: tuple[str, ...],
     model: str | None,
+    embed_backend: str | None,
+    retrieval: str | None,
+    dense_weight: float | None,
     k: int,
     out: Path,
     as_json: bool,
 ) -> None:
-    """Score splitter configurations by character-level retrieval recall, precision and IoU.
+    """Score configurations by character-level retrieval recall, precision and IoU.
 
-    Per configuration: chunk every corpus, embed chunks and questions, retrieve the top k
-    by cosine, and report recall, precision, IoU and precision_Ω (mean ± population std,
-    × 100). Writes Parquet files and a PNG plot to --out.
+    Per configuration and data set: chunk every corpus, embed chunks and questions,
+    retrieve the top k (dense, lexical or hybrid, as docflow query does), and report
+    recall, precision, IoU and precision_Ω (× 100) per corpus, their mean over corpora and
+    the worst corpus. Writes Parquet files and a PNG plot to --out.
 
-    Example: docflow evaluate --json
-    --splitter token:chunk_size=278,chunk_overlap=139,length_unit=tokens
+    Example: docflow evaluate --splitter auto:retrieval=dense --splitter auto:retrieval=hybrid
     """
-    from flows.evaluate import DEFAULT_DATASET
+    from flows.evaluate import EVAL_ROOT
     from tasks.embed import DEFAULT_MODEL
-    from tasks.evaluate import DEFAULT_SPECS, format_table, parse_spec
+    from tasks.evaluate import default_spec, find_datasets, format_table, parse_spec
 
-    path = dataset or DEFAULT_DATASET
     with _errors_to_exit_codes():
-        if not (path / "questions.csv").is_file() or not (path / "corpora").is_dir():
+        roots = list(datasets) or [EVAL_ROOT]
+        paths = [p for root in roots for p in find_datasets(root)]
+        missing = [r for r in roots if not find_datasets(r)]
+        if missing:
             raise ConfigError(
-                f"evaluation data set not found: {path} (needs corpora/*.md and questions.csv)"
+                f"evaluation data set not found: {missing[0]} "
+                "(needs corpora/*.md and questions.csv, or folders of them)"
             )
-        for spec in specs or DEFAULT_SPECS:  # bad specs are usage errors, before any flow
-            parse_spec(spec, model)
+        chosen = list(dict.fromkeys(specs)) or [default_spec()]
+        for spec in chosen:  # bad specs are usage errors, before any flow
+            parse_spec(spec, model, embed_backend, retrieval, dense_weight)
         from flows.evaluate import evaluate as run
 
         result = run(
-            dataset=str(path),
-            splitters=list(specs) or None,
+            datasets=[str(p) for p in paths],
+            splitters=chosen,
             model=model or DEFAULT_MODEL,
+            embed_backend=embed_backend,
             k=k,
             out=str(out),
+            retrieval=retrieval,
+            dense_weight=dense_weight,
         )
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, default=str))
         return
     click.echo(
-        f"{result['dataset']}: {result['n_questions']} questions, k = {result['k']} "
-        "(mean ± population std, × 100)"
+        f"{', '.join(result['datasets'])}: {result['n_questions']} questions, "
+        f"k = {result['k']} (per corpus: mean ± population std, × 100)\n"
     )
     click.echo(format_table(result["configs"]))
-    click.echo(f"wrote {result['parquet']}, {result['questions_parquet']}, {result['plot']}")
+    click.echo(f"\nwrote {result['parquet']}, {result['questions_parquet']}, {result['plot']}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,9 @@
-"""The ``evaluate`` flow: score splitter configurations on a span-annotated retrieval set.
+"""The ``evaluate`` flow: score configurations on span-annotated retrieval data sets.
 
-One task loads the data set, one task per configuration chunks, embeds, retrieves and
-scores it (:mod:`tasks.evaluate`), and a last task writes the Parquet files and the
-recall-vs-IoU plot. The summary is also published as a Prefect table artifact.
+One task loads the data sets, one task per chunking (configurations that differ only in
+how they retrieve share its chunks and vectors) chunks, embeds, retrieves and scores
+(:mod:`tasks.evaluate`), and a last task writes the Parquet files and the recall-vs-IoU
+plot. The summary is also published as a Prefect table artifact.
 """
 
 from __future__ import annotations
@@ -20,46 +21,56 @@ from flows.artifacts import artifact_key
 from tasks.embed import DEFAULT_MODEL, Embedder
 from tasks.evaluate import (
     DEFAULT_K,
-    DEFAULT_SPECS,
     METRICS,
     PLOT_FILE,
     Dataset,
     EvalConfig,
-    evaluate_config,
+    default_spec,
+    evaluate_configs,
+    find_datasets,
     load_dataset,
     parse_spec,
     plot_recall_iou,
     write_results,
 )
 
-#: The evaluation data set, beside the repository: ../shared/eval/chunking.
-DEFAULT_DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "chunking"
+#: Where the shared evaluation data sets live, beside the repository: ../shared/eval.
+EVAL_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
 DEFAULT_OUT = "data/eval"
 
 
-@task(name="load-eval-dataset", cache_policy=NO_CACHE)
-def load_dataset_task(path: str) -> Dataset:
-    """Read the corpora and questions."""
-    return load_dataset(Path(path))
+def default_datasets() -> list[str]:
+    """Return every data set under ../shared/eval (chunking, retrieval...)."""
+    return [str(p) for p in find_datasets(EVAL_ROOT)]
 
 
-@task(name="evaluate-config", cache_policy=NO_CACHE)
-def evaluate_config_task(
-    dataset: Dataset, config: EvalConfig, k: int, batch_size: int
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Chunk, embed, retrieve and score one configuration."""
-    embedder = Embedder(
-        config.params.model, batch_size=batch_size, backend=config.params.embed_backend
-    )
-    summary, rows = evaluate_config(dataset, config, embedder.embed, k)
-    get_run_logger().info(
-        "%s: %d chunks, recall %.1f, IoU %.1f",
-        config.label,
-        summary["n_chunks"],
-        summary["recall_mean"],
-        summary["iou_mean"],
-    )
-    return summary, rows
+@task(name="load-eval-datasets", cache_policy=NO_CACHE)
+def load_datasets_task(paths: list[str]) -> list[Dataset]:
+    """Read the corpora and questions of every data set."""
+    return [load_dataset(Path(p)) for p in paths]
+
+
+@task(name="evaluate-chunking", cache_policy=NO_CACHE)
+def evaluate_configs_task(
+    datasets: list[Dataset], configs: list[EvalConfig], k: int, batch_size: int
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Chunk and embed once, then retrieve and score with each configuration."""
+    params = configs[0].params
+    embedder = Embedder(params.model, batch_size=batch_size, backend=params.embed_backend)
+    results = evaluate_configs(datasets, configs, embedder.embed, k)
+    for summary, _ in results:
+        if params.embed_backend == "auto":  # say what auto chose on this machine
+            summary["embed_backend"] = f"auto ({embedder.backend})"
+        get_run_logger().info(
+            "%s: %d chunks, recall %.1f (worst %.1f, %s), IoU %.1f",
+            summary["config"],
+            summary["n_chunks"],
+            summary["recall_mean"],
+            summary["recall_min"],
+            summary["worst_corpus"],
+            summary["iou_mean"],
+        )
+    return results
 
 
 @task(name="write-eval-results", cache_policy=NO_CACHE)
@@ -79,52 +90,73 @@ def write_results_task(
 def _artifact_rows(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for r in summary:
-        row = {k: r[k] for k in ("config", "n_chunks")}
+        row = {k: r[k] for k in ("config", "n_chunks", "worst_corpus")}
         for m in METRICS:
-            for stat in ("mean", "std"):
+            for stat in ("mean", "min"):
                 value = r[f"{m}_{stat}"]
                 row[f"{m}_{stat}"] = None if math.isnan(value) else round(value, 2)
         rows.append(row)
     return rows
 
 
+def _groups(configs: Sequence[EvalConfig]) -> list[list[EvalConfig]]:
+    """Return the configurations grouped by chunking, in the order first seen."""
+    groups: dict[tuple[str, ...], list[EvalConfig]] = {}
+    for config in configs:
+        groups.setdefault(config.chunking(), []).append(config)
+    return list(groups.values())
+
+
 @flow(name="evaluate")
 def evaluate(
-    dataset: str = str(DEFAULT_DATASET),
+    datasets: list[str] | None = None,
     splitters: list[str] | None = None,
     model: str = DEFAULT_MODEL,
+    embed_backend: str | None = None,
     k: int = DEFAULT_K,
     out: str = DEFAULT_OUT,
     batch_size: int = 32,
+    retrieval: str | None = None,
+    dense_weight: float | None = None,
 ) -> dict[str, Any]:
-    """Evaluate each splitter spec (``NAME:KEY=VALUE,...``) on the data set.
+    """Evaluate each configuration (``NAME:KEY=VALUE,...``) on every data set.
+
+    ``embed_backend``, ``retrieval`` and ``dense_weight`` are the defaults of
+    configurations that do not set them (else docflow's own defaults).
 
     Returns:
-        The data set, k, one summary row per configuration (mean and population std × 100
-        of recall, precision, IoU and precision_Ω) and the paths of the files written.
+        The data sets, k, one summary per configuration (per corpus: mean and population
+        std × 100 of recall, precision, IoU and precision_Ω; over corpora: their mean and
+        minimum, and the worst corpus) and the paths of the files written.
 
     """
-    configs = [parse_spec(s, model) for s in (splitters or DEFAULT_SPECS)]
-    data = load_dataset_task(dataset)
-    summary: list[dict[str, Any]] = []
-    questions: list[dict[str, Any]] = []
-    for config in configs:
-        row, rows = evaluate_config_task(data, config, k, batch_size)
-        summary.append(row)
-        questions.extend(rows)
-    paths = write_results_task(out, summary, questions)
-    key = artifact_key("evaluate-chunking", Path(dataset).name)
+    paths = datasets or default_datasets()
+    configs = [
+        parse_spec(s, model, embed_backend, retrieval, dense_weight)
+        for s in (splitters or [default_spec()])
+    ]
+    data = load_datasets_task(paths)
+    by_label: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for group in _groups(configs):
+        for summary, rows in evaluate_configs_task(data, group, k, batch_size):
+            by_label[summary["config"]] = (summary, rows)
+    summaries = [by_label[c.label][0] for c in configs]
+    questions = [row for c in configs for row in by_label[c.label][1]]
+    files = write_results_task(out, summaries, questions)
+    names = "+".join(d.name for d in data)
+    key = artifact_key("evaluate-retrieval", names)
     create_table_artifact(
-        _artifact_rows(summary),
+        _artifact_rows(summaries),
         key=key,
-        description=f"Chunking evaluation on {dataset}: {len(data.questions)} questions, "
-        f"k = {k}; mean and population std × 100",
+        description=f"Retrieval evaluation on {', '.join(paths)}: "
+        f"{sum(len(d.questions) for d in data)} questions, k = {k}; mean and minimum over "
+        "corpora × 100",
     )
     return {
-        "dataset": dataset,
+        "datasets": paths,
         "k": k,
-        "n_questions": len(data.questions),
-        "configs": summary,
-        **paths,
+        "n_questions": sum(len(d.questions) for d in data),
+        "configs": summaries,
+        **files,
         "artifact": key,
     }

@@ -25,12 +25,13 @@ from flows.guard import collection_guard
 from tasks.config import IngestParams
 from tasks.discover import plan_task
 from tasks.embed import embed_task
+from tasks.index import open_index_task
 from tasks.load import default_includes
 from tasks.load.task import load_task
 from tasks.manifest import Manifest
 from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
-from tasks.store import open_store_task, record_fingerprint_task
+from tasks.store import record_fingerprint_task
 from tasks.sync import SyncResult, delete_task, store_task
 from tasks.tables import PartRef, use_tables_url, write_run
 
@@ -99,7 +100,7 @@ def _stages(
     params: IngestParams, ctx: RunContext, summary: RunSummary, full_refresh: bool
 ) -> list[str]:
     """Run the batches and deletions; return the sources deleted from the collection."""
-    open_store_task(ctx.data_dir, ctx.physical, ctx.model, ctx.chroma_host, ctx.chroma_port)
+    open_index_task(ctx.data_dir, ctx.physical, ctx.model, ctx.chroma_host, ctx.chroma_port)
     planning = time.perf_counter()
     plan = plan_task(
         params.source,

@@ -6,11 +6,21 @@ from pathlib import Path
 from typing import Any
 
 from tasks.errors import StoreError
+from tasks.lexical import LexicalIndex, database_path
 from tasks.manifest import serving_collection
 from tasks.store import ChromaStore
 from tasks.tables import part_sizes, read_table, tables_url
 
 TABLES = ("documents", "chunks", "embeddings", "runs")
+
+
+def _lexical_count(data_dir: Path, physical: str) -> int | None:
+    """Return the chunks in the collection's lexical index (None: it has none)."""
+    path = database_path(data_dir, physical)
+    if not path.is_file():
+        return None
+    with LexicalIndex(path, readonly=True) as words:
+        return words.count()
 
 
 def inspect_data(
@@ -36,6 +46,7 @@ def inspect_data(
             "name": collection,
             "physical": physical,
             "count": col.count(),
+            "lexical_count": _lexical_count(data_dir, physical),
             **(col.metadata or {}),
         }
     except StoreError:

@@ -1,6 +1,8 @@
-"""Query the index: embed the question with the collection's own model, return the top k.
+"""Query the index: the question's best chunks by hybrid, dense or lexical ranking.
 
-No Prefect here: a query is one embedding and one lookup, and should answer in a second.
+No Prefect here: a query is one embedding and two lookups, and should answer in a second.
+The ranking lives in :mod:`tasks.retrieval`; this is the one-call form the CLI and the
+``docflow`` package use.
 """
 
 from __future__ import annotations
@@ -8,25 +10,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tasks.embed import Embedder
-from tasks.errors import StoreError
-from tasks.manifest import serving_collection
-from tasks.store import ChromaStore, Hit, Scalar
+from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_RETRIEVAL
+from tasks.retrieval import Retriever
+from tasks.store import Hit, Scalar
 
 
 def query(
     text: str,
-    data_dir: Path,
-    collection: str,
+    data_dir: Path | str = "data",
+    collection: str = "docflow",
     k: int = 5,
     where: Mapping[str, Scalar] | None = None,
     host: str | None = None,
     port: int = 8000,
+    retrieval: str = DEFAULT_RETRIEVAL,
+    dense_weight: float = DEFAULT_DENSE_WEIGHT,
 ) -> list[Hit]:
-    """Return the ``k`` chunks nearest to ``text``, best first (from a server if ``host``)."""
-    store = ChromaStore.open(data_dir, serving_collection(data_dir, collection), host, port)
-    model = (store.collection().metadata or {}).get("embedding_model")
-    if not model:
-        raise StoreError(f"collection {collection!r} records no embedding model")
-    vector = Embedder(str(model)).embed([text])[0]
-    return store.query(vector, k=k, where=where)
+    """Return the ``k`` best chunks for ``text``, best first (from a server if ``host``).
+
+    ``retrieval`` is ``hybrid`` (default), ``dense`` or ``lexical``; ``dense_weight`` the
+    weight of the dense side in ``hybrid`` (see tasks/retrieval.py).
+    """
+    with Retriever(data_dir, collection, retrieval, dense_weight, host, port) as retriever:
+        return retriever.search(text, k=k, where=where)

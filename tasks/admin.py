@@ -1,7 +1,8 @@
 """Whole-collection operations: versions for zero-downtime rebuilds, clear, restore.
 
-A logical collection (what users name and query) is served by one physical Chroma
-collection, recorded in the manifest's pointer table. A reingest or restore builds a new
+A logical collection (what users name and query) is served by one physical collection
+(its vectors in Chroma, its words in a lexical index: tasks/index.py), recorded in the
+manifest's pointer table. A reingest or restore builds a new
 physical version ``<name>--v<run_id>`` next to the serving one, switches the pointer when
 the build is complete, then drops the old version: queries never see an empty or
 half-built index, and a build that fails leaves the old version serving (the next rebuild
@@ -23,7 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tasks import lexical
 from tasks.errors import StoreError
+from tasks.index import Index
 from tasks.manifest import FileUpdate, Manifest
 from tasks.store import ChromaStore, collection_names, make_client
 from tasks.tables import (
@@ -58,12 +61,14 @@ def versions(data_dir: Path, name: str, host: str | None = None, port: int = 800
 def drop_versions(
     data_dir: Path, name: str, keep: str | None, host: str | None = None, port: int = 8000
 ) -> list[str]:
-    """Drop every physical version of ``name`` except ``keep``, and their manifest rows.
+    """Drop every physical version of ``name`` except ``keep``: vectors, words, manifest rows.
 
-    Manifest rows go even for versions the store no longer lists (a lost or wiped Chroma
-    directory): left behind, they would make the next ingest skip every file as unchanged.
+    Manifest rows and lexical indexes go even for versions the store no longer lists (a
+    lost or wiped Chroma directory): left behind, the rows would make the next ingest skip
+    every file as unchanged.
     """
     in_store = [v for v in versions(data_dir, name, host, port) if v != keep]
+    in_words = [v for v in lexical.physical_names(data_dir) if v != keep and is_version_of(name, v)]
     with Manifest.open(data_dir) as manifest:
         in_manifest = [c for c in manifest.collections() if c != keep and is_version_of(name, c)]
         for physical in in_store:
@@ -71,6 +76,8 @@ def drop_versions(
             manifest.drop_collection(physical)
         for physical in in_manifest:
             manifest.drop_collection(physical)
+    for physical in {*in_store, *in_manifest, *in_words}:
+        lexical.drop(data_dir, physical)
     return sorted(set(in_store) | set(in_manifest))
 
 
@@ -123,7 +130,8 @@ def restore(
     run's parts hold them. Without manifest rows (``state.db`` lost or emptied), the live
     chunks and the manifest rows themselves are derived from the tables (see
     :func:`state_from_tables`). The copy is built under a new name and switched in
-    atomically, with the content fingerprint recorded on it.
+    atomically, with the content fingerprint recorded on it; its lexical index is built
+    from the same chunks beside it, and the old version's goes with the old vectors.
 
     Raises:
         StoreError: If there is nothing to restore or the vectors are missing.
@@ -160,15 +168,16 @@ def restore(
     vectors = np.asarray([vectors_by_id[c.chunk_id] for c in chunks], dtype=np.float32)
 
     physical = version_name(name, run_id)
-    new = ChromaStore.open(data_dir, physical, host, port)
-    new.collection(model, int(vectors.shape[1]))
-    new.upsert(chunks, vectors)
-    fingerprint = str(meta.get("content_fingerprint") or fingerprint or "")
-    if fingerprint:
-        new.update_metadata(content_fingerprint=fingerprint)
+    with Index.open(data_dir, physical, host, port) as new:
+        new.vectors.collection(model, int(vectors.shape[1]))
+        new.upsert(chunks, vectors)
+        fingerprint = str(meta.get("content_fingerprint") or fingerprint or "")
+        if fingerprint:
+            new.vectors.update_metadata(content_fingerprint=fingerprint)
     with Manifest.open(data_dir) as manifest:
         manifest.switch(name, physical, run_id, move_from=active, rows=rebuilt)
     old.drop()
+    lexical.drop(data_dir, active)
     return RestoreResult(physical, len(chunks), len(live) - len(chunks))
 
 

@@ -13,7 +13,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -28,6 +28,7 @@ from tasks.embed_backends import EmbedBackend
 from tasks.errors import ConfigError
 
 ENV_PREFIX = "DOCFLOW_"
+_Model = TypeVar("_Model", bound=BaseModel)
 
 PdfMode = Literal["page", "file"]
 
@@ -113,6 +114,11 @@ SplitterName = Literal[
     "agentic",
 ]
 LengthUnit = Literal["chars", "tokens", "model_tokens"]
+Retrieval = Literal["hybrid", "dense", "lexical"]
+#: How queries rank by default, and the dense side's weight in ``hybrid`` (chosen by
+#: ``docflow evaluate`` on every shared data set: README, "Choosing the default").
+DEFAULT_RETRIEVAL: Retrieval = "hybrid"
+DEFAULT_DENSE_WEIGHT = 0.5
 
 
 class IngestParams(BaseModel):
@@ -155,7 +161,7 @@ class IngestParams(BaseModel):
     embed_backend: EmbedBackend = Field(
         "auto",
         description="How the model runs: auto (CUDA: torch-fp16 with batches of 256 or more; "
-        "CPU: onnx-int8 where the model exports, else torch), torch (float32 reference), "
+        "CPU: onnx where the model exports, else torch), torch (float32 reference), "
         "torch-fp16 (CUDA), onnx (ONNX Runtime float32), onnx-int8 (ONNX Runtime, int8 "
         "weights). Run-only: every backend's vectors fit one collection.",
     )
@@ -256,9 +262,15 @@ class IngestParams(BaseModel):
         if self.splitter != "agentic":
             exclude["llm_model"] = True  # only the agentic splitter's chunks depend on it
         settings = self.model_dump(mode="json", exclude=exclude)
+        settings["splitting_version"] = SPLITTING_VERSION
         blob = json.dumps(settings, sort_keys=True)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
+
+#: Bump when a splitter changes its chunks for the same settings, so that every file of an
+#: existing index is split again on the next run (unchanged text keeps its chunk id and its
+#: cached vector). 2: a Markdown header with no text of its own joins the next section.
+SPLITTING_VERSION = 2
 
 #: IngestParams fields that do not change what a file's chunks are.
 RUN_ONLY_FIELDS: tuple[str, ...] = (
@@ -303,20 +315,65 @@ def _from_file(path: Path | None, section: str) -> dict[str, Any]:
     """Read a TOML config file: the ``[section]`` table, or top-level keys."""
     if path is None:
         return {}
+    data = _read_toml(path)
+    table = data.get(section, data)
+    return {
+        k.replace("-", "_"): v
+        for k, v in table.items()
+        # [ingest.loaders] is the one sub-table; query settings belong to docflow query
+        if (not isinstance(v, dict) or k == "loaders") and k not in QueryParams.model_fields
+    }
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """Return a TOML file's contents (ConfigError with a one-line reason if unreadable)."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    table = data.get(section, data)
-    return {
-        k.replace("-", "_"): v
-        for k, v in table.items()
-        if not isinstance(v, dict) or k == "loaders"  # [ingest.loaders] is the one sub-table
-    }
+
+
+class QueryParams(BaseModel):
+    """How ``docflow query`` (and ``docflow evaluate`` by default) ranks chunks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retrieval: Retrieval = Field(
+        DEFAULT_RETRIEVAL,
+        description="hybrid (BM25 and cosine, weighted), dense (cosine) or lexical (BM25).",
+    )
+    dense_weight: float = Field(
+        DEFAULT_DENSE_WEIGHT,
+        ge=0.0,
+        le=1.0,
+        description="hybrid: weight of the dense score (the lexical one weighs 1 - this).",
+    )
+
+
+def resolve_query_params(
+    config_file: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> QueryParams:
+    """Merge defaults, the config file's ``[query]`` table, DOCFLOW_* env and overrides.
+
+    Raises:
+        ConfigError: With a one-line message naming the first bad field.
+
+    """
+    env = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    file = _read_toml(config_file) if config_file is not None else {}
+    section = file.get("query")
+    table = section if isinstance(section, dict) else file
+    merged.update({k: v for k, v in table.items() if k in QueryParams.model_fields})
+    merged.update(_from_env(env, QueryParams.model_fields))
+    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return _validated(QueryParams, merged)
 
 
 def resolve_params(
@@ -335,8 +392,13 @@ def resolve_params(
     merged.update(_from_file(config_file, "ingest"))
     merged.update(_from_env(env, {**IngestParams.model_fields, **LoaderOptions.model_fields}))
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return _validated(IngestParams, merged)
+
+
+def _validated(model: type[_Model], values: Mapping[str, Any]) -> _Model:
+    """Return ``model(**values)``; a ValidationError becomes a one-line ConfigError."""
     try:
-        return IngestParams(**merged)
+        return model(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "options"

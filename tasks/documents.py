@@ -13,8 +13,9 @@ Invariants (tested on every splitter and corpus, see DESIGN.md):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 #: Metadata keys that identify one Document inside its source file (a PDF page, a CSV row).
@@ -91,3 +92,32 @@ def make_chunk_id(doc_id: str, fingerprint: str, start_index: int, text: str) ->
 def header_keys(headers: tuple[Header, ...]) -> dict[str, str]:
     """Return the flat ``{"h1": ..., "h2": ...}`` keys for a header path (for filtering)."""
     return {f"h{h.level}": h.text for h in headers}
+
+
+#: Characters of a document's description that go into the context block (the model reads
+#: ~256 word-pieces in all; the chunk itself must keep most of them).
+CONTEXT_DESCRIPTION_CHARS = 200
+
+
+def text_with_context(
+    text: str, source: str, title: Any, description: Any, header_path: Sequence[str]
+) -> str:
+    """Return a chunk's text after a short block saying what it is about.
+
+    The block holds the document's title (else its file name), its description and the
+    chunk's header path, one per line, then a blank line. It is what the embedding model
+    and the lexical index read for a chunk (the stored text stays the exact span). Built
+    from plain values so a chunk (``tasks.embed.model_input``) and a stored record (its
+    flat metadata, ``tasks.index``) give the same string.
+    """
+    name = str(title or "").strip()
+    if not name:
+        name = PurePosixPath(source).stem.replace("-", " ").replace("_", " ").strip()
+    lines = [name] if name else []
+    about = " ".join(str(description or "").split())
+    if about:
+        lines.append(about[:CONTEXT_DESCRIPTION_CHARS])
+    path = " > ".join(header_path)
+    if path and path != name:
+        lines.append(path)
+    return "\n".join(lines) + "\n\n" + text if lines else text

@@ -16,13 +16,12 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from tasks.cache import EmbeddingCache
-from tasks.documents import Chunk
+from tasks.documents import Chunk, text_with_context
 from tasks.embed_backends import (
     DEFAULT_BACKEND,
     GPU_BATCH_SIZE,
@@ -204,11 +203,6 @@ class Embedder:
         return out
 
 
-#: Characters of a document's description that go into the model input (it reads ~256
-#: word-pieces in all; the chunk itself must keep most of them).
-CONTEXT_DESCRIPTION_CHARS = 200
-
-
 def model_input(chunk: Chunk) -> str:
     """Return what the model reads for a chunk: its document context, then its text.
 
@@ -216,20 +210,16 @@ def model_input(chunk: Chunk) -> str:
     title, or a front-matter description that the Markdown loader moved into metadata
     (a page whose body is one directive is then all context). So the model reads a short
     context block (the title, else the file's name; the description; the header path)
-    before the chunk text. The stored chunk text stays the exact span of the document.
+    before the chunk text (:func:`tasks.documents.text_with_context`). The stored chunk
+    text stays the exact span of the document; the lexical index reads the same string.
     """
-    meta = chunk.metadata
-    title = str(meta.get("title") or "").strip()
-    if not title:
-        title = PurePosixPath(chunk.source).stem.replace("-", " ").replace("_", " ").strip()
-    lines = [title] if title else []
-    description = " ".join(str(meta.get("description") or "").split())
-    if description:
-        lines.append(description[:CONTEXT_DESCRIPTION_CHARS])
-    path = " > ".join(h.text for h in chunk.headers)
-    if path and path != title:
-        lines.append(path)
-    return "\n".join(lines) + "\n\n" + chunk.text if lines else chunk.text
+    return text_with_context(
+        chunk.text,
+        chunk.source,
+        chunk.metadata.get("title"),
+        chunk.metadata.get("description"),
+        [h.text for h in chunk.headers],
+    )
 
 
 def embed_with_cache(

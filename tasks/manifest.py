@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from tasks.sqlite import SQLiteFile
 
 #: Sources per ``SELECT ... IN (...)``: under SQLite's limit on bound variables.
 _SOURCES_PER_QUERY = 500
@@ -83,42 +84,15 @@ class FileUpdate:
     error: str | None = None
 
 
-class Manifest:
+class Manifest(SQLiteFile):
     """Transactional access to ``state.db``; open one per use, it is cheap."""
 
-    def __init__(self, path: Path):
-        """Open (and create) the manifest database at ``path``."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.db = sqlite3.connect(path, timeout=60, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
-        self.db.executescript(SCHEMA)
+    SCHEMA = SCHEMA
 
     @classmethod
     def open(cls, data_dir: Path) -> Manifest:
         """Open the manifest of a data dir."""
         return cls(data_dir / "state.db")
-
-    def close(self) -> None:
-        """Close the connection."""
-        self.db.close()
-
-    def __enter__(self) -> Manifest:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
 
     # -- files ------------------------------------------------------------------------------
 

@@ -31,13 +31,21 @@ Scalar = str | int | float | bool
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One query result: the chunk, its source and a cosine similarity score."""
+    """One query result: the chunk, its source, its score and each side's raw score.
+
+    ``score`` is what the results are ranked by: the cosine similarity (dense), the BM25
+    score (lexical) or the weighted sum of both normalised (hybrid, in [0, 1]; see
+    tasks/retrieval.py). ``dense_score`` is the cosine similarity, ``lexical_score`` the
+    BM25 score (0.0: none of the question's words); None where not computed.
+    """
 
     chunk_id: str
     source: str
     score: float
     text: str
     metadata: Mapping[str, Any]
+    dense_score: float | None = None
+    lexical_score: float | None = None
 
 
 def flatten_metadata(chunk: Chunk) -> dict[str, Scalar]:
@@ -217,7 +225,7 @@ class ChromaStore:
         ids, docs = res["ids"][0], (res["documents"] or [[]])[0]
         metas, dists = (res["metadatas"] or [[]])[0], (res["distances"] or [[]])[0]
         return [
-            Hit(cid, str(m.get("source", "")), 1.0 - float(d), text, dict(m))
+            Hit(cid, str(m.get("source", "")), 1.0 - float(d), text, dict(m), 1.0 - float(d))
             for cid, text, m, d in zip(ids, docs, metas, dists, strict=True)
         ]
 
@@ -256,20 +264,6 @@ def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) 
     except Exception:  # noqa: BLE001 - the point is to let any other error be retried
         return True
     return True
-
-
-@task(name="open-store", retry_condition_fn=retry_transient, **STORE_RETRIES)
-def open_store_task(
-    data_dir: str, physical: str, model: str, host: str | None = None, port: int = 8000
-) -> None:
-    """Create or check the collection before any work: a model mismatch fails fast.
-
-    The model is loaded (for its dimension) only when the collection must be created.
-    """
-    from tasks.embed import Embedder
-
-    store = ChromaStore.open(Path(data_dir), physical, host, port)
-    store.ensure(model, lambda: Embedder(model).dimension)
 
 
 @task(name="record-fingerprint", retry_condition_fn=retry_transient, **STORE_RETRIES)

@@ -1,7 +1,8 @@
 """Apply a batch to the store and commit it to the manifest; remove deleted files.
 
 The order is what makes runs crash-safe (see tasks/manifest.py): record pending ids →
-upsert the new chunks → delete the ids no longer produced → commit the manifest. A file
+upsert the new chunks (vectors, then the lexical index: tasks/index.py) → delete the ids no
+longer produced (from both) → commit the manifest. A file
 that failed to load keeps its last committed chunks (nothing already stored is lost; chunks
 of an interrupted attempt are removed) and is retried next run.
 """
@@ -18,9 +19,9 @@ import numpy as np
 
 from tasks.documents import Chunk
 from tasks.failpoints import failpoint
+from tasks.index import Index
 from tasks.manifest import FileUpdate, Manifest
 from tasks.runs import RunContext
-from tasks.store import ChromaStore
 from tasks.tables import DocumentRow
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class SyncResult:
 
 def commit_batch(
     ctx: RunContext,
-    store: ChromaStore,
+    store: Index,
     manifest: Manifest,
     rows: Sequence[DocumentRow],
     chunks: Sequence[Chunk],
@@ -83,14 +84,14 @@ def commit_batch(
 
 
 def remove_sources(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest, sources: Sequence[str]
+    ctx: RunContext, store: Index, manifest: Manifest, sources: Sequence[str]
 ) -> SyncResult:
     """Delete every chunk of deleted files, then forget them in the manifest."""
     if not sources:
         return SyncResult(0, 0)
     known = manifest.files(ctx.physical, sources=sources)
     ids = set().union(*(known[s].stored_ids for s in sources if s in known))
-    deleted = store.delete(ids) if store.exists() else 0
+    deleted = store.delete(ids)
     failpoint("delete:before-forget")
     manifest.forget(ctx.physical, sources)
     return SyncResult(0, deleted)
@@ -119,9 +120,9 @@ def store_task(
     if ids != [c.chunk_id for c in batch]:
         raise RuntimeError(f"embeddings part {embeddings.path} does not match {chunks.path}")
     read = time.perf_counter()
-    store = ChromaStore.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
-    with Manifest.open(Path(ctx.data_dir)) as manifest:
-        result = commit_batch(ctx, store, manifest, rows, batch, vectors)
+    index = Index.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
+    with index, Manifest.open(Path(ctx.data_dir)) as manifest:
+        result = commit_batch(ctx, index, manifest, rows, batch, vectors)
     get_run_logger().info("stored %d chunks, deleted %d stale", result.written, result.deleted)
     return replace(result, seconds=time.perf_counter() - read, table_seconds=read - started)
 
@@ -129,8 +130,8 @@ def store_task(
 @task(name="delete", retry_condition_fn=retry_transient, **STORE_RETRIES)
 def delete_task(ctx: RunContext, sources: list[str]) -> SyncResult:
     """Remove deleted files from the collection and the manifest."""
-    store = ChromaStore.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
-    with Manifest.open(Path(ctx.data_dir)) as manifest:
-        result = remove_sources(ctx, store, manifest, sources)
+    index = Index.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
+    with index, Manifest.open(Path(ctx.data_dir)) as manifest:
+        result = remove_sources(ctx, index, manifest, sources)
     get_run_logger().info("%d files deleted: %d chunks removed", len(sources), result.deleted)
     return result

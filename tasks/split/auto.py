@@ -1,7 +1,8 @@
 """`AutoSplitter`: the splitter each file type deserves (the ingest default).
 
 - Markdown: header sections (all six levels, header lines kept in the chunks), capped at
-  ``chunk_size``; headerless documents are split recursively.
+  ``chunk_size``; a header line with no text of its own joins the section that follows it
+  (``join_header_only_sections``); headerless documents are split recursively.
 - HTML: header sections of the page's clean text, from the headings the HTML loader
   recorded, capped at ``chunk_size``.
 - Source code: recursive splitting with the separators of the file's language.
@@ -59,7 +60,9 @@ class AutoSplitter(SpanSplitter):
             "chunk_overlap": chunk_overlap,
             "length_function": length_function,
         }
-        self.markdown = MarkdownHeaderTextSplitter(MARKDOWN_HEADERS, strip_headers=False, **sizes)
+        self.markdown = MarkdownHeaderTextSplitter(
+            MARKDOWN_HEADERS, strip_headers=False, join_header_only_sections=True, **sizes
+        )
         self.html = HTMLHeaderTextSplitter(HTML_HEADERS, header_chunks=False, **sizes)
         self.code = CodeTextSplitter(**sizes)
         self.text = RecursiveCharacterTextSplitter(**sizes)

@@ -16,6 +16,18 @@ Beyond LangChain: with ``chunk_size``, sections larger than that are split furth
 Markdown separators, every piece keeping the header path; a document without any of the
 configured headers is split recursively (``chunk_size``/``chunk_overlap``, or 1024/100
 characters when no cap is set) instead of being returned whole.
+
+With ``join_header_only_sections`` (and ``strip_headers=False``) no chunk is header lines
+alone where that can be avoided. LangChain already joins a header-only section to a deeper
+one that follows; here it joins whatever section follows (sibling or shallower too): the
+chunk starts at the lone header and carries the following section's header path, the path of
+its text. A section over the cap whose first piece would be its header lines alone gets them
+on its first piece instead; if the two do not fit together, that piece is re-cut at the last
+blank line, else line break, else word end that fits (header lines over the cap on their own
+are cut as any text, and their last piece joins the text). A lone header at the very end of
+the document joins the chunk before it (keeping that chunk's path). Header lines stay alone
+only where nothing fits beside them: a document of headers only, headers that leave no room
+for a first word, or a trailing header that does not fit in the previous chunk.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from typing import Any
 
 from tasks.documents import Document, Header
 from tasks.split.base import Span, SpanSplitter, strip_span
+from tasks.split.counting import SpanCounter
 from tasks.split.languages import SEPARATORS, Language
 from tasks.split.recursive import RecursiveCharacterTextSplitter
 from tasks.split.units import span_counter
@@ -40,6 +53,12 @@ _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)\Z")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*\Z")
 _NOT_PARAGRAPH = re.compile(r" {0,3}(?:[-+*](?:[ \t]|\Z)|\d{1,9}[.)](?:[ \t]|\Z)|>|\|)")
 _FRONT_MATTER = ("---", "+++")
+#: Where the first chunk of a capped section ends when its header lines must join it, by
+#: the line breaks after its last word, most preferred first: a blank line, a line break
+#: (else the chunk ends at the last word that fits).
+_BREAKS = (2, 1)
+_WORD_END = re.compile(r"\S(?=\s)")
+_SPACE = re.compile(r"\s+")
 
 
 @dataclass(slots=True)
@@ -56,10 +75,18 @@ class _Item:
 
 @dataclass(slots=True)
 class _Section:
+    """A block or section: its span, header path, and where its header lines end."""
+
     start: int
     end: int
     path: tuple[tuple[str | None, Header], ...]
-    header_only: bool = False
+    header_only: bool = False  # ends in a header line (LangChain's test for joining)
+    body: int = 0  # end of the leading header lines (start when there are none)
+
+    @property
+    def bare(self) -> bool:
+        """Return whether the section is header lines only, without text."""
+        return self.body >= self.end
 
 
 def _lines(text: str) -> list[tuple[int, int]]:
@@ -88,6 +115,7 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
         chunk_size: int | None = None,
         chunk_overlap: int = 0,
         length_function: Callable[[str], int] = len,
+        join_header_only_sections: bool = False,
     ) -> None:
         """Create the splitter.
 
@@ -101,6 +129,9 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
             chunk_size: Optional cap: larger sections are split further (docflow only).
             chunk_overlap: Overlap of the pieces of a capped section.
             length_function: Unit of ``chunk_size`` and ``chunk_overlap``.
+            join_header_only_sections: Keep no header line as a chunk of its own where
+                avoidable (docflow only; see the module docstring). Needs
+                ``strip_headers=False``: stripped headers leave no header-only text.
 
         """
         self.headers_to_split_on = sorted(headers_to_split_on, key=lambda h: -len(h[0]))
@@ -110,6 +141,7 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
         self._chunk_size = chunk_size
         self._chunk_overlap = chunk_overlap
         self._length_function = length_function
+        self.join_header_only_sections = join_header_only_sections
         self._atx_names = {
             len(m): n for m, n in headers_to_split_on if m and set(m) == {"#"} and len(m) <= 6
         }
@@ -150,6 +182,8 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
             "custom": self.custom_header_patterns,
             "chunk_size": self._chunk_size,
             "chunk_overlap": self._chunk_overlap,
+            # only when on, so the fingerprints of LangChain-style settings do not change
+            **({"join_header_only_sections": True} if self.join_header_only_sections else {}),
         }
 
     # -- LangChain API ------------------------------------------------------------------
@@ -182,25 +216,165 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
             measure = span_counter(self._length_function, text)
             return [(s, ()) for s in self._inner.split_range(text, 0, len(text), measure)]
         sections = self._sections(items)
+        joining = self.join_header_only_sections and not self.strip_headers
+        if joining:
+            sections = self._join_forward(sections)
         measure = span_counter(self._length_function, text) if self._chunk_size else None
         out: list[tuple[Span, tuple[tuple[str, Header], ...]]] = []
         for section in sections:
             start, end = strip_span(text, section.start, section.end)
             if end <= start:
                 continue
+            if joining and section.bare and out and self._join_back(out, end, measure):
+                continue  # a lone header at the end joined the chunk before it
             headers = tuple(h for _, h in section.path)
             named = tuple((n, h) for n, h in section.path if n is not None)
             if self._chunk_size is None:
                 out.append((Span(start, end, headers), named))
                 continue
-            n = measure(start, end) if measure is not None else end - start
+            n = self._measure(start, end, measure)
             if n <= self._chunk_size:
                 tokens = n if measure is not None else None
                 out.append((Span(start, end, headers, tokens), named))
                 continue
-            for piece in self._inner.split_range(text, start, end, measure):
+            pieces = self._inner.split_range(text, start, end, measure)
+            if joining:
+                pieces = self._keep_header(text, start, end, section.body, pieces, measure)
+            for piece in pieces:
                 out.append((Span(piece.start, piece.end, headers, piece.n_tokens), named))
         return out
+
+    # -- header-only sections (join_header_only_sections) ---------------------------------
+
+    @staticmethod
+    def _join_forward(sections: list[_Section]) -> list[_Section]:
+        """Start each section after a bare one (headers only) at that one; its path stays.
+
+        A header-only section at the end has nothing to join: it is kept, for
+        :meth:`_join_back`.
+        """
+        out: list[_Section] = []
+        held: _Section | None = None
+        for section in sections:
+            if held is not None:
+                section.start, held = held.start, None
+            if section.bare:
+                held = section
+            else:
+                out.append(section)
+        if held is not None:
+            out.append(held)
+        return out
+
+    def _join_back(
+        self,
+        out: list[tuple[Span, tuple[tuple[str, Header], ...]]],
+        end: int,
+        measure: SpanCounter | None,
+    ) -> bool:
+        """Extend the last chunk to ``end`` (a trailing lone header) if it still fits.
+
+        Returns:
+            Whether the chunk was extended (it keeps its own header path).
+
+        """
+        last, named = out[-1]
+        n: int | None = None
+        if self._chunk_size is not None:
+            n = self._measure(last.start, end, measure)
+            if n > self._chunk_size:
+                return False
+        tokens = n if measure is not None else None
+        out[-1] = (Span(last.start, end, last.headers, tokens), named)
+        return True
+
+    def _keep_header(
+        self,
+        text: str,
+        start: int,
+        end: int,
+        body: int,
+        pieces: list[Span],
+        measure: SpanCounter | None,
+    ) -> list[Span]:
+        """Return the pieces of a capped section with its header lines on the first one.
+
+        Args:
+            text: The document.
+            start: Start of the (stripped) section, at its first header line.
+            end: End of the section.
+            body: End of its leading header lines (``start`` if it has none).
+            pieces: The section split as a whole (kept if their first piece has content).
+            measure: The document's span counter, or None for characters.
+
+        """
+        size = self._chunk_size
+        head_end = strip_span(text, start, max(start, body))[1]
+        if size is None or head_end <= start or not pieces or pieces[0].end > head_end:
+            return pieces
+        first, last = strip_span(text, head_end, end)
+        if last <= first:
+            return pieces
+        n = self._measure(start, head_end, measure)
+        if n <= size:
+            alone, head = [], Span(start, head_end, n_tokens=self._tokens(n, measure))
+        else:  # header lines over the cap: cut as any text, the last piece joins the text
+            *alone, head = self._inner.split_range(text, start, head_end, measure)
+        content = self._inner.split_range(text, first, last, measure)
+        lead = content[0]
+        n = self._measure(head.start, lead.end, measure)
+        if n <= size:
+            return [
+                *alone,
+                Span(head.start, lead.end, n_tokens=self._tokens(n, measure)),
+                *content[1:],
+            ]
+        stop = self._fit(text, head.start, lead.start, lead.end, measure)
+        if stop is None:  # not even a first word fits beside the header lines
+            return [*alone, head, *content]
+        n = self._measure(head.start, stop, measure)
+        joined = Span(head.start, stop, n_tokens=self._tokens(n, measure))
+        return [*alone, joined, *self._inner.split_range(text, stop, last, measure)]
+
+    def _fit(
+        self, text: str, start: int, low: int, high: int, measure: SpanCounter | None
+    ) -> int | None:
+        """Return the end of the longest chunk ``[start, stop)`` within the cap.
+
+        ``stop`` ends a word in ``(low, high)`` (``[start, high)`` is over the cap); the last
+        such word before a blank line is preferred, then the last before a line break. None
+        if not even the first word fits. Sizes are probed at word ends only: a subword
+        tokenizer can count a cut word as more tokens than the whole one.
+        """
+        size = self._chunk_size or 0
+        ends = [m.end() for m in _WORD_END.finditer(text, low, high)]
+        fitting, over = 0, len(ends)  # ends[:fitting] fit (sizes grow with the text)
+        while fitting < over:
+            mid = (fitting + over) // 2
+            if self._measure(start, ends[mid], measure) <= size:
+                fitting = mid + 1
+            else:
+                over = mid
+        if not fitting:
+            return None
+        for breaks in _BREAKS:
+            for stop in reversed(ends[:fitting]):
+                gap = _SPACE.match(text, stop)
+                if gap is not None and gap.group().count("\n") >= breaks:
+                    if self._measure(start, stop, measure) <= size:
+                        return stop
+                    break
+        return ends[fitting - 1]
+
+    @staticmethod
+    def _measure(start: int, end: int, measure: SpanCounter | None) -> int:
+        """Return the size of ``[start, end)``: counted, or in characters."""
+        return measure(start, end) if measure is not None else end - start
+
+    @staticmethod
+    def _tokens(n: int, measure: SpanCounter | None) -> int | None:
+        """Return ``n`` as a span's token count (None when the unit is characters)."""
+        return n if measure is not None else None
 
     # -- parsing ------------------------------------------------------------------------
 
@@ -321,14 +495,14 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
                     stack.pop()
                 stack.append((item.name, Header(item.level, item.title)))
                 if not self.strip_headers:
-                    current = _Section(item.start, item.end, tuple(stack), header_only=True)
+                    current = _Section(item.start, item.end, tuple(stack), True, item.end)
                 boundary = True
             elif item.kind == "blank":
                 if current is not None:
                     blocks.append(current)
                     current = None
             elif current is None:
-                current = _Section(item.start, item.end, tuple(stack))
+                current = _Section(item.start, item.end, tuple(stack), body=item.start)
                 if boundary and self.strip_headers and blocks:
                     blocks.append(_Section(-1, -1, ()))  # marks a header between blocks
                 boundary = False
@@ -345,6 +519,8 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
             if block.start < 0:
                 sections.append(block)
             elif last is not None and last.start >= 0 and last.path == block.path:
+                if last.body >= last.end:  # no text before: it begins in this block
+                    last.body = block.body
                 last.end, last.header_only = block.end, block.header_only
             elif (
                 last is not None
@@ -352,7 +528,11 @@ class MarkdownHeaderTextSplitter(SpanSplitter):
                 and not self.strip_headers
                 and len(last.path) < len(block.path)
             ):
+                if last.body >= last.end:
+                    last.body = block.body
                 last.end, last.path, last.header_only = block.end, block.path, block.header_only
             else:
-                sections.append(_Section(block.start, block.end, block.path, block.header_only))
+                sections.append(
+                    _Section(block.start, block.end, block.path, block.header_only, block.body)
+                )
         return [s for s in sections if s.start >= 0]

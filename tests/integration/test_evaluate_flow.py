@@ -1,4 +1,8 @@
-"""docflow evaluate end to end: the real model, the flow, its artifact, Parquet and plot."""
+"""docflow evaluate end to end: the real model, the flow, its artifact, Parquet and plot.
+
+Both shared data sets (../shared/eval/chunking and ../shared/eval/retrieval), dense and
+hybrid ranking of one chunking (so one embedding pass).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ from flows.cli import main
 from tasks.evaluate import METRICS
 from tests.conftest import EVAL
 
-SPEC = "token:chunk_size=278,chunk_overlap=139,length_unit=tokens"
+CHUNKING = "token:chunk_size=278,chunk_overlap=139,length_unit=tokens"
+SPECS = [f"{CHUNKING},retrieval=dense", f"{CHUNKING},retrieval=hybrid,dense_weight=0.5"]
 CONFIG_KEYS = {
     "config",
     "splitter",
@@ -22,26 +27,41 @@ CONFIG_KEYS = {
     "chunk_overlap",
     "length_unit",
     "model",
+    "embed_backend",
+    "retrieval",
+    "dense_weight",
     "k",
     "n_chunks",
     "mean_chunk_chars",
     "n_questions",
-} | {f"{m}_{s}" for m in METRICS for s in ("mean", "std")}
+    "n_corpora",
+    "worst_corpus",
+    "corpora",
+} | {f"{m}_{s}" for m in METRICS for s in ("mean", "min")}
+CORPORA = {
+    ("chunking", "chatlogs"),
+    ("chunking", "state_of_the_union"),
+    ("retrieval", "squad_wiki"),
+}
 
 
-def test_evaluate_cli_json_parquet_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    if not EVAL.exists():
-        pytest.skip(f"{EVAL} is absent")
+def test_evaluate_cli_json_parquet_plot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not (EVAL.parent / "retrieval").exists():
+        pytest.skip(f"{EVAL.parent} is absent")
     import pyarrow.parquet as pq
     from PIL import Image
 
+    monkeypatch.setenv("DOCFLOW_EMBED_BACKEND", "onnx")  # evaluate reads it
     out = tmp_path / "eval"
-    code = main(["evaluate", "--splitter", SPEC, "--json", "--out", str(out)])
+    args = ["evaluate", "--json", "--out", str(out)]
+    code = main([*args, *(x for spec in SPECS for x in ("--splitter", spec))])
     stdout, stderr = capsys.readouterr()
     assert code == 0, stderr
     result = json.loads(stdout)  # exactly one JSON object on stdout
     assert {
-        "dataset",
+        "datasets",
         "k",
         "n_questions",
         "configs",
@@ -49,23 +69,38 @@ def test_evaluate_cli_json_parquet_plot(capsys: pytest.CaptureFixture[str], tmp_
         "questions_parquet",
         "plot",
     } <= set(result)
-    assert result["k"] == 5 and result["n_questions"] == 132
-    [config] = result["configs"]
-    assert set(config) == CONFIG_KEYS
-    assert config["config"] == SPEC and config["splitter"] == "token"
-    assert config["model"] == "all-MiniLM-L6-v2"
-    for metric in METRICS:
-        assert 0.0 <= config[f"{metric}_mean"] <= 100.0
-        assert config[f"{metric}_std"] >= 0.0
-    assert config["recall_mean"] > 30.0  # the real model retrieves; a broken one would not
+    assert [Path(d).name for d in result["datasets"]] == ["chunking", "retrieval"]
+    assert result["k"] == 5 and result["n_questions"] == 132 + 288
+    dense, hybrid = result["configs"]
+    for config, spec in zip((dense, hybrid), SPECS, strict=True):
+        assert set(config) == CONFIG_KEYS
+        assert config["config"] == spec and config["splitter"] == "token"
+        assert config["model"] == "all-MiniLM-L6-v2" and config["embed_backend"] == "onnx"
+        assert {(c["dataset"], c["corpus_id"]) for c in config["corpora"]} == CORPORA
+        recalls = [c["recall_mean"] for c in config["corpora"]]
+        assert config["recall_mean"] == pytest.approx(sum(recalls) / 3)
+        assert config["recall_min"] == min(recalls)
+        worst = min(config["corpora"], key=lambda c: c["recall_mean"])
+        assert config["worst_corpus"] == f"{worst['dataset']}/{worst['corpus_id']}"
+        for metric in METRICS:
+            assert 0.0 <= config[f"{metric}_min"] <= config[f"{metric}_mean"] <= 100.0
+        assert config["recall_mean"] > 30.0  # the real model retrieves; a broken one would not
+    assert (dense["retrieval"], hybrid["retrieval"]) == ("dense", "hybrid")
+    assert dense["n_chunks"] == hybrid["n_chunks"]  # one chunking, one embedding pass
+    # the same chunks: precision_Ω does not depend on the ranking
+    assert dense["precision_omega_mean"] == hybrid["precision_omega_mean"]
+    assert hybrid["recall_mean"] > dense["recall_mean"]
 
     summary = pq.read_table(out / "evaluation.parquet").to_pylist()
-    assert summary == [config]
+    assert len(summary) == 2 * (3 + 1)  # per corpus and the mean, per configuration
+    means = [r for r in summary if r["corpus_id"] == "(mean)"]
+    assert [r["recall_mean"] for r in means] == [dense["recall_mean"], hybrid["recall_mean"]]
     questions = pq.read_table(out / "evaluation_questions.parquet")
-    assert questions.num_rows == 132
-    assert np.mean(questions.column("recall").to_numpy()) * 100 == pytest.approx(
-        config["recall_mean"]
-    )
+    assert questions.num_rows == 2 * 420
+    rows = questions.to_pylist()
+    squad = [r["recall"] for r in rows if r["config"] == SPECS[1] and r["dataset"] == "retrieval"]
+    squad_row = next(c for c in hybrid["corpora"] if c["corpus_id"] == "squad_wiki")
+    assert np.mean(squad) * 100 == pytest.approx(squad_row["recall_mean"])
 
     png = out / "recall_vs_iou.png"
     assert Path(result["plot"]) == png
@@ -80,6 +115,23 @@ def test_evaluate_cli_json_parquet_plot(capsys: pytest.CaptureFixture[str], tmp_
         )
     assert found and found[0].type == "table"
     data = found[0].data
-    rows = json.loads(data) if isinstance(data, str) else data
-    assert rows[0]["config"] == SPEC
-    assert rows[0]["recall_mean"] == pytest.approx(config["recall_mean"], abs=0.01)
+    table = json.loads(data) if isinstance(data, str) else data
+    assert [r["config"] for r in table] == SPECS
+    assert table[1]["recall_mean"] == pytest.approx(hybrid["recall_mean"], abs=0.01)
+    assert table[1]["worst_corpus"] == hybrid["worst_corpus"]
+
+
+def test_evaluate_prints_one_row_per_corpus_and_marks_the_worst(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    if not EVAL.exists():
+        pytest.skip(f"{EVAL} is absent")
+    spec = "recursive:chunk_size=800,chunk_overlap=100,length_unit=chars,retrieval=lexical"
+    code = main(["evaluate", "--dataset", str(EVAL), "--splitter", spec, "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = out.splitlines()
+    assert any(line.startswith(f"{spec}  [retrieval lexical") for line in lines)
+    assert sum("chunking/" in line for line in lines) >= 3  # two corpus rows and the worst line
+    assert any("mean of 2 corpora" in line for line in lines)
+    assert any("* worst corpus by recall: chunking/" in line for line in lines)

@@ -27,6 +27,8 @@ from tasks import failpoints
 from tasks.admin import versions
 from tasks.cache import EmbeddingCache
 from tasks.config import IngestParams
+from tasks.index import record_text
+from tasks.lexical import LexicalIndex, database_path, physical_names
 from tasks.manifest import Manifest, serving_collection
 from tasks.store import ChromaStore
 from tasks.tables import read_table
@@ -34,9 +36,22 @@ from tests.conftest import REPO, SAMPLE
 
 
 def snapshot(data_dir: Path, collection: str = "docflow") -> dict[str, str]:
-    """Return {chunk id: text} of the serving collection."""
-    store = ChromaStore.open(data_dir, serving_collection(data_dir, collection))
-    got = store.collection().get(include=["documents"])
+    """Return {chunk id: text} of the serving collection.
+
+    Also checks its lexical index holds exactly the same chunks, each indexed as the text
+    the model read (so every scenario below checks both indexes).
+    """
+    physical = serving_collection(data_dir, collection)
+    store = ChromaStore.open(data_dir, physical)
+    got = store.collection().get(include=["documents", "metadatas"])
+    with LexicalIndex(database_path(data_dir, physical), readonly=True) as words:
+        sql = "SELECT c.chunk_id, t.body FROM chunks c JOIN terms t ON t.rowid = c.id"
+        bodies = dict(words.db.execute(sql).fetchall())
+    expected = {
+        cid: record_text(text, meta)
+        for cid, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
+    }
+    assert bodies == expected, "the lexical index differs from the vector store"
     return dict(zip(got["ids"], got["documents"] or [], strict=True))
 
 
@@ -136,6 +151,7 @@ def _cli_subprocess(args: list[str], env_extra: dict[str, str]) -> subprocess.Co
         "load:after-file@5",  # during load of the second batch
         "embed:after-encode@2",  # during embedding
         "store:before-upsert@2",  # during store, before anything of batch 2 is written
+        "lexical:before-upsert@2",  # vectors written, the lexical index not yet
         "store:after-upsert@2",  # chunks written, stale not deleted, manifest not committed
         "manifest:before-commit@3",  # stale chunks deleted, manifest not committed
         "manifest:after-commit@2",  # between two batches
@@ -192,6 +208,7 @@ def test_failed_reingest_keeps_serving_the_old_version(
     assert snapshot(data_dir) == before
     assert [h.chunk_id for h in query(question, data_dir, "docflow", k=3)] == answer
     assert len(versions(data_dir, "docflow")) == 2  # the half-built version is still there
+    assert physical_names(data_dir) == versions(data_dir, "docflow")  # its words beside it
 
     summary = reingest(params(corpus, data_dir))  # the next one starts clean
     assert (
@@ -200,6 +217,7 @@ def test_failed_reingest_keeps_serving_the_old_version(
     )
     serving = serving_collection(data_dir, "docflow")
     assert serving != "docflow" and versions(data_dir, "docflow") == [serving]
+    assert physical_names(data_dir) == [serving]  # switched with the vectors, old one dropped
     assert snapshot(data_dir) == before
 
 
@@ -341,6 +359,7 @@ def test_clear_asks_and_keeps_cache(
     result = json.loads(capsys.readouterr().out)
     assert result["collections"] == ["docflow"]
     assert not ChromaStore.open(data_dir, "docflow").exists()
+    assert physical_names(data_dir) == []  # the lexical index went with it
     assert read_table(data_dir, "chunks").num_rows == 0 and manifest_ids(data_dir) == set()
     cache = EmbeddingCache.open(data_dir)
     assert cache.get("all-MiniLM-L6-v2", ["x"]) == [None]

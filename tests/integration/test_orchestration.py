@@ -481,6 +481,11 @@ def test_chroma_server_store_answers_queries(
     assert (
         ChromaStore.open(data_dir, "orch-server", host, port).count() == summary["chunks_written"]
     )
+    # the lexical index lives in the data dir, with exactly the server collection's ids
+    from tasks.lexical import LexicalIndex, database_path
+
+    with LexicalIndex(database_path(data_dir, "orch-server"), readonly=True) as words:
+        assert words.ids() == ChromaStore.open(data_dir, "orch-server", host, port).ids()
 
     code, out = run_cli(
         [
@@ -499,6 +504,7 @@ def test_chroma_server_store_answers_queries(
     )
     hits = json.loads(out)["results"]
     assert code == 0 and hits[0]["source"] == "guides/fog.md"
+    assert hits[0]["lexical_score"] > 0 and hits[0]["dense_score"] > 0  # hybrid, both sides
 
     # writing a shared store, the run held the collection's global concurrency slot
     with get_client(sync_client=True) as client:

@@ -1,4 +1,9 @@
-"""Unit tests for tasks/admin.py: collection versions, clear and restore (real Chroma, tables)."""
+"""Unit tests for tasks/admin.py: collection versions, clear and restore (real Chroma, tables).
+
+Every physical collection has a lexical index beside it (tasks/index.py): ``names`` checks
+the two lists of collections agree, ``snapshot`` that a collection's two indexes hold the
+same ids and texts.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from tasks import lexical
 from tasks.admin import (
     clear,
     drop_versions,
@@ -22,6 +28,8 @@ from tasks.admin import (
 from tasks.cache import EmbeddingCache
 from tasks.documents import Chunk, Document, make_chunk_id
 from tasks.errors import StoreError
+from tasks.index import Index, record_text
+from tasks.lexical import LexicalIndex
 from tasks.manifest import FileUpdate, Manifest, serving_collection
 from tasks.runs import RunContext, new_run_id
 from tasks.store import ChromaStore, collection_names, make_client
@@ -68,12 +76,16 @@ def chunks_of(source: str, texts: Sequence[str]) -> list[Chunk]:
 
 
 def names(data_dir: Path) -> set[str]:
-    return set(collection_names(make_client(path=data_dir / "chroma")))
+    """Return the physical collections (the vector store's and the lexical indexes' agree)."""
+    got = set(collection_names(make_client(path=data_dir / "chroma")))
+    assert set(lexical.physical_names(data_dir)) == got
+    return got
 
 
 def make_collection(data_dir: Path, physical: str, rows: int = 0) -> None:
     """Create a collection with one manifest row per ``rows`` (sources f0.md, f1.md...)."""
-    ChromaStore.open(data_dir, physical).collection(MODEL, DIM)
+    with Index.open(data_dir, physical) as index:
+        index.vectors.collection(MODEL, DIM)
     with Manifest.open(data_dir) as m:
         m.commit(
             physical,
@@ -111,10 +123,10 @@ def ingest(
     write_atomic(
         embeddings_table(ids, model, vectors), part_path(data_dir, "embeddings", run_id, 0)
     )
-    store = ChromaStore.open(data_dir, physical)
-    store.ensure(model, lambda: dim)
+    store = Index.open(data_dir, physical)
+    store.vectors.ensure(model, lambda: dim)
     ctx = RunContext(run_id, str(data_dir), collection, physical, "/root", FP, model)
-    with Manifest.open(data_dir) as manifest:
+    with store, Manifest.open(data_dir) as manifest:
         commit_batch(ctx, store, manifest, rows, chunks, vectors)
         remove_sources(ctx, store, manifest, deleted)
     run = {
@@ -133,11 +145,18 @@ def ingest(
 
 
 def snapshot(data_dir: Path, physical: str) -> dict[str, tuple[str, list[float], dict[str, Any]]]:
+    """Return the collection's rows; its lexical index must hold the same ids and texts."""
     got = (
         ChromaStore.open(data_dir, physical)
         .collection()
         .get(include=["documents", "embeddings", "metadatas"])
     )
+    with LexicalIndex.open(data_dir, physical) as words:
+        assert words.ids() == set(got["ids"])
+        sql = "SELECT c.chunk_id, t.body FROM chunks c JOIN terms t ON t.rowid = c.id"
+        bodies = dict(words.db.execute(sql))
+    for cid, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+        assert bodies[cid] == record_text(text, meta)
     return {
         cid: (text, np.asarray(vec, dtype=np.float32).tolist(), dict(meta))
         for cid, text, vec, meta in zip(
@@ -235,11 +254,12 @@ def test_clear_drops_manifest_rows_of_collections_the_store_no_longer_has(
     with Manifest.open(data_dir) as m:
         m.switch(NAME, physical, rid)
     ChromaStore.open(data_dir, physical).drop()  # the Chroma dir was lost or wiped
-    assert names(data_dir) == {"docflow-other"}
+    assert set(collection_names(make_client(path=data_dir / "chroma"))) == {"docflow-other"}
 
     result = clear(data_dir, NAME)
 
     assert result.collections == [physical]
+    assert names(data_dir) == {"docflow-other"}  # its lexical index went too
     with Manifest.open(data_dir) as m:
         assert m.files(physical) == {}  # else the next ingest skips every file as unchanged
         assert m.physical(NAME) == NAME
@@ -328,8 +348,8 @@ def test_restore_counts_live_chunks_missing_from_the_tables(data_dir: Path) -> N
     extra = chunks_of("b.md", ["not in any table"])
     ctx = RunContext("r-x", str(data_dir), NAME, NAME, "/root", FP, MODEL)
     row = DocumentRow("b.md", "sha", "text", "loaded", document=Document("x", {"source": "b.md"}))
-    with Manifest.open(data_dir) as m:
-        commit_batch(ctx, ChromaStore.open(data_dir, NAME), m, [row], extra, unit_vectors(1))
+    with Manifest.open(data_dir) as m, Index.open(data_dir, NAME) as index:
+        commit_batch(ctx, index, m, [row], extra, unit_vectors(1))
     result = restore(data_dir, NAME, new_run_id())
     assert (result.chunks, result.missing) == (2, 1)
 

@@ -154,7 +154,7 @@ def test_cache_keys_differ_per_backend_and_torch_keeps_the_plain_name() -> None:
     ids = {b: Embedder(DEFAULT_MODEL, device="cpu", backend=b).model_id for b in CPU_BACKENDS}
     assert ids["torch"] == DEFAULT_MODEL  # caches written before backends stay valid
     assert len(set(ids.values())) == len(ids)
-    assert Embedder(DEFAULT_MODEL, device="cpu").model_id == f"{DEFAULT_MODEL}#onnx-int8"
+    assert Embedder(DEFAULT_MODEL, device="cpu").model_id == f"{DEFAULT_MODEL}#onnx"
 
 
 def test_cache_falls_back_to_float32_vectors_only(tmp_path: Path) -> None:
@@ -174,7 +174,7 @@ def test_cache_falls_back_to_float32_vectors_only(tmp_path: Path) -> None:
 def test_auto_resolves_per_device_and_model() -> None:
     bundled = resolve_model_path(DEFAULT_MODEL)
     assert onnx_exportable(bundled)
-    assert resolve_backend("auto", "cpu", bundled) == "onnx-int8"
+    assert resolve_backend("auto", "cpu", bundled) == "onnx"  # float32: int8 costs recall
     assert resolve_backend("auto", "cuda", bundled) == "torch-fp16"
     assert resolve_backend("auto", "cpu", "sentence-transformers/not-local") == "torch"
     assert resolve_backend("onnx", "cpu", bundled) == "onnx"

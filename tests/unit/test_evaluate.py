@@ -1,4 +1,5 @@
-"""docflow evaluate, the pure core: metrics by hand, precision_Ω against a naive count."""
+"""docflow evaluate, the pure core: metrics and retrieval by hand, precision_Ω against a
+naive count, summaries per corpus and over corpora."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from flows.cli import main
-from tasks.config import IngestParams
+from tasks.config import IngestParams, QueryParams
 from tasks.errors import ConfigError
 from tasks.evaluate import (
     Chunks,
@@ -21,7 +22,10 @@ from tasks.evaluate import (
     EvalConfig,
     Question,
     chunk_dataset,
+    default_spec,
     evaluate_config,
+    evaluate_configs,
+    find_datasets,
     format_table,
     load_dataset,
     overlap,
@@ -30,6 +34,7 @@ from tasks.evaluate import (
     precision_omega,
     precision_omega_scores,
     retrieval_scores,
+    retrieve,
     score_questions,
     size,
     summarize,
@@ -80,20 +85,50 @@ def test_precision_omega_by_hand() -> None:
     assert precision_omega(REFS, [(10, 20), (30, 35)]) == 1.0
 
 
-def test_mean_and_population_std_times_100() -> None:
+def test_mean_and_population_std_times_100_per_corpus() -> None:
     config = parse_spec("recursive:chunk_size=10,chunk_overlap=0,length_unit=chars")
     chunks = Chunks(("a", "a"), np.array([0, 10]), np.array([10, 30]), ("x", "y"))
     rows = [
         {"recall": 0.8, "precision": 0.1, "iou": 0.0, "precision_omega": 0.5},
         {"recall": 0.2, "precision": 0.3, "iou": 1.0, "precision_omega": 0.5},
     ]
-    out = summarize(config, chunks, rows)
-    assert out["recall_mean"] == pytest.approx(50.0) and out["recall_std"] == pytest.approx(30.0)
-    assert out["precision_mean"] == pytest.approx(20.0)
-    assert out["precision_std"] == pytest.approx(10.0)
-    assert out["iou_mean"] == pytest.approx(50.0) and out["iou_std"] == pytest.approx(50.0)
-    assert out["precision_omega_std"] == 0.0
+    rows = [{"dataset": "d", "corpus_id": "a", **r} for r in rows]
+    out = summarize(config, {"d": chunks}, rows)
+    [corpus] = out["corpora"]
+    assert corpus["recall_mean"] == pytest.approx(50.0)
+    assert corpus["recall_std"] == pytest.approx(30.0)
+    assert corpus["precision_mean"] == pytest.approx(20.0)
+    assert corpus["precision_std"] == pytest.approx(10.0)
+    assert corpus["iou_mean"] == pytest.approx(50.0) and corpus["iou_std"] == pytest.approx(50.0)
+    assert corpus["precision_omega_std"] == 0.0
+    assert (corpus["n_chunks"], corpus["mean_chunk_chars"], corpus["n_questions"]) == (2, 15.0, 2)
     assert (out["n_chunks"], out["mean_chunk_chars"], out["n_questions"]) == (2, 15.0, 2)
+    assert out["recall_mean"] == out["recall_min"] == pytest.approx(50.0)
+
+
+def test_over_corpora_each_corpus_counts_once_and_the_worst_is_named() -> None:
+    config = parse_spec("recursive")
+    chunks = {
+        "one": Chunks(("a", "b"), np.array([0, 0]), np.array([10, 30]), ("x", "y")),
+        "two": Chunks(("c",), np.array([0]), np.array([40]), ("z",)),
+    }
+    metrics = {"precision": 0.0, "iou": 0.0, "precision_omega": 0.0}
+    rows = [{"dataset": "one", "corpus_id": "a", "recall": 1.0, **metrics}] * 3
+    rows += [{"dataset": "one", "corpus_id": "b", "recall": 0.4, **metrics}]
+    rows += [{"dataset": "two", "corpus_id": "c", "recall": 0.7, **metrics}] * 2
+    out = summarize(config, chunks, rows)
+    assert [(c["dataset"], c["corpus_id"], c["n_questions"]) for c in out["corpora"]] == [
+        ("one", "a", 3),
+        ("one", "b", 1),
+        ("two", "c", 2),
+    ]
+    assert out["recall_mean"] == pytest.approx((100 + 40 + 70) / 3)  # not (300+40+140)/6
+    assert out["recall_min"] == pytest.approx(40.0)
+    assert out["worst_corpus"] == "one/b" and out["n_corpora"] == 3
+    assert (out["n_chunks"], out["n_questions"]) == (3, 6)
+    table = format_table([out])
+    assert "one/b *" in table and "worst corpus by recall: one/b" in table
+    assert "mean of 3 corpora" in table
 
 
 def _tiny_dataset() -> tuple[Dataset, Chunks]:
@@ -122,13 +157,63 @@ def test_retrieval_end_to_end_by_hand() -> None:
     def embed(texts: Sequence[str]) -> np.ndarray:
         return np.array([vectors[t] for t in texts], dtype=np.float32)
 
-    [row] = score_questions(dataset, chunks, embed, k=2)
+    [row] = score_questions(dataset, chunks, embed, k=2, retrieval="dense")
     # retrieved a[10,25) and b[0,20): N = |[5,15) ∩ [10,25)| = 5, |E| = 10, lengths 15 + 20
     assert row["recall"] == pytest.approx(0.5)
     assert row["precision"] == pytest.approx(5 / 35)
     assert row["iou"] == pytest.approx(5 / 40)  # 5 / (35 + 10 - 5)
     # H = a[0,10) and a[10,25): union 25 characters, N_H = 10 → 10 / (25 + 10 - 10)
     assert row["precision_omega"] == pytest.approx(0.4)
+
+
+def _word_dataset() -> tuple[Dataset, Chunks]:
+    """Three chunks of one corpus; the question shares a rare word with the middle one."""
+    text = "bees make honey in summer. varroa mites harm bees. bees sleep in winter."
+    spans = [(0, 26), (27, 50), (51, len(text))]
+    chunks = Chunks(
+        ("c",) * 3,
+        np.array([s for s, _ in spans]),
+        np.array([e for _, e in spans]),
+        tuple(text[s:e] for s, e in spans),
+    )
+    return Dataset({"c": text}, (Question("what harms bees? varroa", "c", (spans[1],)),)), chunks
+
+
+def test_lexical_and_hybrid_retrieval_by_hand() -> None:
+    dataset, chunks = _word_dataset()
+    # dense prefers chunk 0 (0.9), then 2 (0.5), then 1 (0.1)
+    dense = np.array([[0.9, 0.0], [0.1, 0.0], [0.5, 0.0]])
+    question = np.array([[1.0, 0.0]])
+    assert retrieve(dataset, chunks, dense, question, 1, "dense") == [[0]]
+    # lexical: only chunk 1 has "varroa" and "harm(s)"; "bees" is in all three
+    assert retrieve(dataset, chunks, None, None, 3, "lexical")[0][0] == 1
+    # hybrid with equal weights: chunk 1 = 0.5 * 0 + 0.5 * 1 beats chunk 0 = 0.5 * 1 + 0.5 * x
+    # only if chunk 0's normalised BM25 x is 0: it is the lowest BM25 of the three
+    assert retrieve(dataset, chunks, dense, question, 1, "hybrid", 0.5) == [[0]]  # tie: 0.5 each
+    assert retrieve(dataset, chunks, dense, question, 1, "hybrid", 0.4) == [[1]]
+    assert retrieve(dataset, chunks, dense, question, 1, "hybrid", 0.6) == [[0]]
+    [row] = score_questions(dataset, chunks, _ones, k=1, retrieval="lexical")
+    assert row["recall"] == 1.0 and row["precision"] == 1.0
+
+
+def test_configurations_of_one_chunking_embed_once() -> None:
+    dataset, _ = _tiny_dataset()
+    calls: list[int] = []
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return _ones(texts)
+
+    configs = [
+        parse_spec(f"recursive:chunk_size=10,chunk_overlap=0,length_unit=chars,{r}")
+        for r in ("retrieval=dense", "retrieval=hybrid,dense_weight=0.2", "retrieval=lexical")
+    ]
+    results = evaluate_configs([dataset], configs, embed)
+    assert len(calls) == 2  # chunks once, questions once, for all three configurations
+    assert [s["retrieval"] for s, _ in results] == ["dense", "hybrid", "lexical"]
+    assert all(len(rows) == len(dataset.questions) for _, rows in results)
+    with pytest.raises(ValueError, match="one chunking"):
+        evaluate_configs([dataset], [configs[0], parse_spec("recursive:chunk_size=90")], embed)
 
 
 # --- specs, the data set, outputs ------------------------------------------------------
@@ -157,6 +242,29 @@ def test_parse_spec() -> None:
     ):
         with pytest.raises(ConfigError):
             parse_spec(bad)
+
+
+def test_parse_spec_takes_retrieval_settings_and_defaults() -> None:
+    config = parse_spec("auto:chunk_size=300,retrieval=dense")
+    assert (config.retrieval, config.params.chunk_size) == ("dense", 300)
+    config = parse_spec("auto:dense_weight=0.3", retrieval="lexical", embed_backend="onnx")
+    assert (config.retrieval, config.dense_weight, config.params.embed_backend) == (
+        "lexical",
+        0.3,
+        "onnx",
+    )
+    assert parse_spec("auto:retrieval=hybrid", retrieval="dense").retrieval == "hybrid"
+    for bad in ("auto:retrieval=sparse", "auto:dense_weight=1.5", "auto:dense_weight=x"):
+        with pytest.raises(ConfigError):
+            parse_spec(bad)
+
+
+def test_the_default_spec_is_docflows_defaults() -> None:
+    config = parse_spec(default_spec())
+    ingest, query = IngestParams(), QueryParams()
+    assert config.params.content_fingerprint() == ingest.content_fingerprint()
+    assert (config.retrieval, config.dense_weight) == (query.retrieval, query.dense_weight)
+    assert config.params.embed_backend == ingest.embed_backend
 
 
 def test_a_splitter_added_to_the_factory_parses(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,16 +312,24 @@ def test_outputs(tmp_path: Path) -> None:
     dataset, chunks = _tiny_dataset()
     config = EvalConfig("tiny", IngestParams(splitter="recursive"))
     rows = [{"config": "tiny", **r} for r in score_questions(dataset, chunks, _ones, k=1)]
-    summary = [summarize(config, chunks, rows, k=1)]
+    summary = [summarize(config, {dataset.name: chunks}, rows, k=1)]
     s_path, q_path = write_results(tmp_path / "out", summary, rows)
-    assert pq.read_table(s_path).to_pylist() == summary
+    written = pq.read_table(s_path).to_pylist()
+    assert [(r["dataset"], r["corpus_id"]) for r in written] == [
+        ("dataset", "a"),
+        ("(all)", "(mean)"),
+    ]
+    assert written[0]["recall_mean"] == summary[0]["corpora"][0]["recall_mean"]
+    assert written[1]["recall_min"] == summary[0]["recall_min"]
     assert pq.read_table(q_path).num_rows == 1
     png = plot_recall_iou(summary, tmp_path / "out" / "plot.png")
     pixels = np.asarray(Image.open(png).convert("L"))
     assert pixels.min() < 128 < pixels.max()  # dark marks on a light ground
-    table = format_table(summary)
-    assert table.splitlines()[0].split()[:2] == ["config", "chunks"]
-    assert "tiny" in table.splitlines()[1]
+    table = format_table(summary + [summary[0] | {"config": "tiny again"}])
+    lines = table.splitlines()
+    assert lines[0].startswith("tiny  [retrieval hybrid, dense_weight 0.5")
+    assert lines[1].split()[:3] == ["corpus", "questions", "chunks"]
+    assert "mean and minimum over corpora" in table and "tiny again" in lines[-1]
 
 
 def _ones(texts: Sequence[str]) -> np.ndarray:
@@ -226,6 +342,18 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     dataset = _write_dataset(tmp_path / "d")
     assert main(["evaluate", "--dataset", str(dataset), "--splitter", "nope"]) == 2
     assert "unknown splitter" in capsys.readouterr().err
+    assert main(["evaluate", "--dataset", str(dataset), "--splitter", "auto:dense_weight=2"]) == 2
+    assert "dense_weight" in capsys.readouterr().err
+    assert main(["evaluate", "--dataset", str(dataset), "--retrieval", "sparse"]) == 2
+    assert "sparse" in capsys.readouterr().err
+
+
+def test_find_datasets(tmp_path: Path) -> None:
+    one, two = _write_dataset(tmp_path / "sets" / "one"), _write_dataset(tmp_path / "sets" / "two")
+    (tmp_path / "sets" / "not-a-set").mkdir()
+    assert find_datasets(tmp_path / "sets") == [one, two]
+    assert find_datasets(one) == [one]
+    assert find_datasets(tmp_path / "absent") == []
 
 
 # --- (b) precision_Ω on the real set, against a naive count over characters -------------
@@ -270,15 +398,20 @@ def test_precision_omega_of_token_windows_matches_a_naive_count() -> None:
     for corpus_id, text in dataset.corpora.items():
         spans[corpus_id] = [(s.start, s.end) for s in splitter.split_spans(text)]
     expected = _naive_precision_omega(spans)
-    n = len(expected)
-    mean = sum(expected) / n
-    std = math.sqrt(sum((x - mean) ** 2 for x in expected) / n)
 
     chunks = chunk_dataset(dataset, config.params)
     assert precision_omega_scores(dataset, chunks) == pytest.approx(expected, abs=1e-12)
     # and through the whole per-configuration path, with a free stand-in embedding
     summary, rows = evaluate_config(dataset, config, _ones)
     assert [r["precision_omega"] for r in rows] == pytest.approx(expected, abs=1e-12)
-    assert summary["precision_omega_mean"] == pytest.approx(mean * 100, abs=1e-9)
-    assert summary["precision_omega_std"] == pytest.approx(std * 100, abs=1e-9)
     assert summary["n_questions"] == 132
+    for corpus in summary["corpora"]:  # per corpus: mean and population std of its questions
+        mine = [
+            x
+            for x, q in zip(expected, dataset.questions, strict=True)
+            if q.corpus_id == corpus["corpus_id"]
+        ]
+        mean = sum(mine) / len(mine)
+        std = math.sqrt(sum((x - mean) ** 2 for x in mine) / len(mine))
+        assert corpus["precision_omega_mean"] == pytest.approx(mean * 100, abs=1e-9)
+        assert corpus["precision_omega_std"] == pytest.approx(std * 100, abs=1e-9)

@@ -16,7 +16,7 @@ def run(*cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean() -> None:
-    proc = run(str(BIN / "ruff"), "check", "tasks", "flows", "deployments", "tests")
+    proc = run(str(BIN / "ruff"), "check", "docflow", "tasks", "flows", "deployments", "tests")
     assert proc.returncode == 0, proc.stdout[-3000:]
 
 

@@ -1,6 +1,7 @@
-"""Unit tests for tasks/sync.py with a real embedded Chroma and a real manifest.
+"""Unit tests for tasks/sync.py with a real embedded Chroma, lexical index and manifest.
 
-The store and the manifest are the subject: vectors are small random unit vectors.
+The store and the manifest are the subject: vectors are small random unit vectors. Every
+check of the store's ids also checks that the lexical index holds the same ids.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import numpy as np
 import pytest
 
 from tasks.documents import Chunk, Document, make_chunk_id
+from tasks.index import Index
 from tasks.manifest import FileUpdate, Manifest
 from tasks.runs import RunContext
-from tasks.store import ChromaStore
 from tasks.sync import SyncResult, commit_batch, remove_sources
 from tasks.tables import DocumentRow
 
@@ -69,10 +70,18 @@ def ctx(data_dir: Path, tmp_path: Path) -> RunContext:
 
 
 @pytest.fixture
-def store(data_dir: Path) -> ChromaStore:
-    s = ChromaStore.open(data_dir, PHYSICAL)
-    s.collection(MODEL, DIM)
-    return s
+def store(data_dir: Path) -> Iterator[Index]:
+    s = Index.open(data_dir, PHYSICAL)
+    s.vectors.collection(MODEL, DIM)
+    yield s
+    s.close()
+
+
+def stored_ids(store: Index) -> set[str]:
+    """Return the vector store's ids, checking the lexical index holds exactly the same."""
+    ids = store.vectors.ids()
+    assert store.words.ids() == ids
+    return ids
 
 
 @pytest.fixture
@@ -84,7 +93,7 @@ def manifest(data_dir: Path) -> Iterator[Manifest]:
 
 def run(
     ctx: RunContext,
-    store: ChromaStore,
+    store: Index,
     manifest: Manifest,
     rows: Sequence[DocumentRow],
     chunks: Sequence[Chunk],
@@ -95,13 +104,13 @@ def run(
     return commit_batch(ctx, store, manifest, rows, chunks, unit_vectors(len(chunks), seed))
 
 
-def stored_texts(store: ChromaStore) -> dict[str, str]:
-    got = store.collection().get(include=["documents"])
+def stored_texts(store: Index) -> dict[str, str]:
+    got = store.vectors.collection().get(include=["documents"])
     return dict(zip(got["ids"], got["documents"] or [], strict=True))
 
 
 def test_new_files_land_in_the_store_and_are_committed(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest
+    ctx: RunContext, store: Index, manifest: Manifest
 ) -> None:
     a = chunks_of("a.md", ["one", "two", "three"])
     b = chunks_of("b.md", ["four"])
@@ -113,11 +122,11 @@ def test_new_files_land_in_the_store_and_are_committed(
     row = rows["a.md"]
     assert (row.status, row.sha256, row.fingerprint, row.root) == ("done", "sha-a", FP, ctx.root)
     assert set(row.chunk_ids) == ids(a) and row.pending_ids == ()
-    assert manifest.live_chunk_ids(PHYSICAL) == store.ids()
+    assert manifest.live_chunk_ids(PHYSICAL) == stored_ids(store)
 
 
 def test_recommit_with_one_changed_chunk_deletes_exactly_the_stale_id(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest
+    ctx: RunContext, store: Index, manifest: Manifest
 ) -> None:
     v1 = chunks_of("a.md", ["one", "two", "three"])
     other = chunks_of("b.md", ["untouched"])
@@ -127,25 +136,26 @@ def test_recommit_with_one_changed_chunk_deletes_exactly_the_stale_id(
     assert len(stale) == 1
     result = run(ctx, store, manifest, [loaded("a.md", "sha-2")], v2, run_id="run-2")
     assert result == SyncResult(written=3, deleted=1)
-    assert store.ids() == ids(v2) | ids(other)
-    assert store.ids() == manifest.live_chunk_ids(PHYSICAL)
+    assert stored_ids(store) == ids(v2) | ids(other)
+    assert stored_ids(store) == manifest.live_chunk_ids(PHYSICAL)
     assert stored_texts(store)[v2[1].chunk_id] == "TWO"
     row = manifest.files(PHYSICAL)["a.md"]
     assert (row.sha256, row.run_id, row.status) == ("sha-2", "run-2", "done")
 
 
 def test_rerun_of_the_same_batch_is_idempotent(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest
+    ctx: RunContext, store: Index, manifest: Manifest
 ) -> None:
     a = chunks_of("a.md", ["one", "two"])
     run(ctx, store, manifest, [loaded("a.md", "sha-1")], a)
     result = run(ctx, store, manifest, [loaded("a.md", "sha-1")], a, run_id="run-2")
     assert result == SyncResult(written=2, deleted=0)
-    assert store.count() == 2 and store.ids() == manifest.live_chunk_ids(PHYSICAL) == ids(a)
+    assert store.vectors.count() == 2
+    assert stored_ids(store) == manifest.live_chunk_ids(PHYSICAL) == ids(a)
 
 
 def test_failed_document_keeps_its_previous_chunks(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest
+    ctx: RunContext, store: Index, manifest: Manifest
 ) -> None:
     v1 = chunks_of("a.md", ["one", "two"])
     run(ctx, store, manifest, [loaded("a.md", "sha-1")], v1)
@@ -170,12 +180,14 @@ def test_failed_document_keeps_its_previous_chunks(
         (),
         "",
     )
-    assert manifest.live_chunk_ids(PHYSICAL) == store.ids()
+    assert manifest.live_chunk_ids(PHYSICAL) == stored_ids(store)
 
 
-@pytest.mark.parametrize("upserted", [False, True], ids=["before-upsert", "after-upsert"])
+@pytest.mark.parametrize(
+    "upserted", ["", "vectors", "both"], ids=["before-upsert", "vectors-only", "after-upsert"]
+)
 def test_pending_ids_of_a_crashed_batch_are_deleted_by_the_next_commit(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest, upserted: bool
+    ctx: RunContext, store: Index, manifest: Manifest, upserted: str
 ) -> None:
     v1 = chunks_of("a.md", ["one", "two"])
     run(ctx, store, manifest, [loaded("a.md", "sha-1")], v1)
@@ -186,14 +198,17 @@ def test_pending_ids_of_a_crashed_batch_are_deleted_by_the_next_commit(
         "run-2",
         [FileUpdate("a.md", ctx.root, "sha-2", FP, "done", tuple(sorted(ids(crashed))))],
     )
-    if upserted:
+    if upserted == "vectors":  # died between the vector store and the lexical index
+        store.vectors.upsert(crashed, unit_vectors(len(crashed), 1))
+        assert store.words.ids() == ids(v1) != store.vectors.ids()
+    elif upserted:
         store.upsert(crashed, unit_vectors(len(crashed), 1))
-        assert store.ids() == ids(v1) | ids(crashed)
+        assert stored_ids(store) == ids(v1) | ids(crashed)
     assert manifest.files(PHYSICAL)["a.md"].status == "pending"
     # the next run produces yet another version of the file
     v3 = chunks_of("a.md", ["one", "final two"])
     run(ctx, store, manifest, [loaded("a.md", "sha-3")], v3, run_id="run-3")
-    assert store.ids() == ids(v3)
+    assert stored_ids(store) == ids(v3)
     assert manifest.live_chunk_ids(PHYSICAL) == ids(v3)
     row = manifest.files(PHYSICAL)["a.md"]
     assert (row.status, row.pending_ids, row.sha256) == ("done", (), "sha-3")
@@ -210,7 +225,7 @@ def test_pending_ids_of_a_crashed_batch_are_deleted_by_the_next_commit(
     ],
 )
 def test_failed_load_after_a_crashed_attempt_keeps_manifest_and_store_in_step(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest, upserted: bool
+    ctx: RunContext, store: Index, manifest: Manifest, upserted: bool
 ) -> None:
     v1 = chunks_of("a.md", ["one", "two"])
     run(ctx, store, manifest, [loaded("a.md", "sha-1")], v1)
@@ -225,25 +240,25 @@ def test_failed_load_after_a_crashed_attempt_keeps_manifest_and_store_in_step(
     run(ctx, store, manifest, [failed("a.md", "sha-3", "corrupt")], [], run_id="run-3")
     row = manifest.files(PHYSICAL)["a.md"]
     assert (row.status, row.error) == ("failed", "corrupt")
-    assert ids(v1) <= store.ids()  # the previous chunks are kept
-    assert manifest.live_chunk_ids(PHYSICAL) == store.ids()
+    assert ids(v1) <= stored_ids(store)  # the previous chunks are kept
+    assert manifest.live_chunk_ids(PHYSICAL) == stored_ids(store)
 
 
 def test_file_with_no_chunks_any_more_loses_all_of_them(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest
+    ctx: RunContext, store: Index, manifest: Manifest
 ) -> None:
     v1 = chunks_of("a.md", ["one", "two"])
     b = chunks_of("b.md", ["bee"])
     run(ctx, store, manifest, [loaded("a.md", "sha-1"), loaded("b.md", "sha-b")], v1 + b)
     result = run(ctx, store, manifest, [loaded("a.md", "sha-empty")], [], run_id="run-2")
     assert result == SyncResult(written=0, deleted=2)
-    assert store.ids() == ids(b)
+    assert stored_ids(store) == ids(b)
     row = manifest.files(PHYSICAL)["a.md"]
     assert (row.status, row.chunk_ids) == ("done", ())
 
 
 def test_remove_sources_deletes_committed_and_pending_ids_then_forgets(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest
+    ctx: RunContext, store: Index, manifest: Manifest
 ) -> None:
     a = chunks_of("a.md", ["one", "two"])
     b = chunks_of("b.md", ["bee"])
@@ -257,16 +272,16 @@ def test_remove_sources_deletes_committed_and_pending_ids_then_forgets(
     store.upsert(crashed, unit_vectors(len(crashed), 1))
     result = remove_sources(ctx, store, manifest, ["a.md", "never-known.md"])
     assert result == SyncResult(written=0, deleted=len(ids(a) | ids(crashed)))
-    assert store.ids() == ids(b)
+    assert stored_ids(store) == ids(b)
     assert set(manifest.files(PHYSICAL)) == {"b.md"}
-    assert manifest.live_chunk_ids(PHYSICAL) == store.ids()
+    assert manifest.live_chunk_ids(PHYSICAL) == stored_ids(store)
 
 
 def test_remove_sources_without_a_collection_only_forgets(
     ctx: RunContext, data_dir: Path, manifest: Manifest
 ) -> None:
     manifest.commit(PHYSICAL, "r", [FileUpdate("a.md", ctx.root, "s", FP, "done", ("x",))])
-    missing = ChromaStore.open(data_dir, PHYSICAL)
+    missing = Index.open(data_dir, PHYSICAL)
     assert not missing.exists()
     assert remove_sources(ctx, missing, manifest, ["a.md"]) == SyncResult(0, 0)
     assert manifest.files(PHYSICAL) == {}
@@ -274,7 +289,7 @@ def test_remove_sources_without_a_collection_only_forgets(
 
 
 def test_a_batch_reads_only_its_own_manifest_rows(
-    ctx: RunContext, store: ChromaStore, manifest: Manifest, monkeypatch: pytest.MonkeyPatch
+    ctx: RunContext, store: Index, manifest: Manifest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch's work and memory stay the size of the batch, not of the collection."""
     others = [chunks_of(f"other-{i}.md", [f"text {i}"]) for i in range(50)]
@@ -296,4 +311,4 @@ def test_a_batch_reads_only_its_own_manifest_rows(
     assert result == SyncResult(written=2, deleted=1)  # the stale id still found and deleted
     remove_sources(ctx, store, manifest, ["other-0.md"])
     assert read == [set(), {"a.md"}, {"other-0.md"}]
-    assert store.ids() == ids(v2) | {c.chunk_id for cs in others[1:] for c in cs}
+    assert stored_ids(store) == ids(v2) | {c.chunk_id for cs in others[1:] for c in cs}

@@ -1,0 +1,229 @@
+"""The lexical index: BM25 over the chunks, in SQLite FTS5, beside the vector store.
+
+Chroma ranks by meaning; questions that name a rare term, a figure or a code are often
+answered better by the words themselves. Local Chroma has no sparse index ("Sparse vector
+indexing is not enabled in local"), so docflow keeps its own: one SQLite database per
+physical collection, ``<data_dir>/lexical/<physical>.sqlite``, holding exactly the chunk
+ids the vector store holds (the store stage writes both, in the same crash-safe order; see
+tasks/index.py). SQLite is in the standard library, transactional like the manifest, and
+FTS5 inserts and deletes incrementally and ranks by BM25 (k1 = 1.2, b = 0.75).
+
+What is indexed for a chunk is what the embedding model reads (``tasks.embed.model_input``:
+the document's title, description and header path, then the chunk text), tokenised by
+FTS5's ``unicode61`` tokenizer (case and diacritics folded) with Porter stemming. A query
+is every distinct word of the question, OR-ed: BM25 sums the weight of the words a chunk
+has, so rare words count and common ones barely do. ``where`` filters compare the chunk's
+flat metadata (the same keys and values Chroma stores) for equality.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tasks.sqlite import SQLiteFile
+
+#: Folder of the lexical databases inside the data dir.
+LEXICAL_DIR = "lexical"
+SUFFIX = ".sqlite"
+#: Porter stemming over unicode61 (case folding, diacritics removed, Unicode word rules).
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+#: Ids per ``... IN (...)``: under SQLite's limit on bound variables.
+_IDS_PER_QUERY = 500
+#: Longest file name we give a database (file systems allow 255 bytes).
+_MAX_NAME = 200
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS chunks (
+    id        INTEGER PRIMARY KEY,
+    chunk_id  TEXT NOT NULL UNIQUE,
+    metadata  TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(body, tokenize = '{TOKENIZER}');
+"""
+
+#: A word of a query, as unicode61 sees words (letters and digits; "_" separates).
+_WORD = re.compile(r"[^\W_]+")
+
+Scalar = str | int | float | bool
+
+
+def match_expression(text: str) -> str:
+    """Return the FTS5 query for free text: each distinct word quoted, joined by OR.
+
+    Quoting makes every word a literal (no FTS5 operators or column filters from user
+    text); an empty string means the text has no word at all.
+    """
+    words = dict.fromkeys(w.lower() for w in _WORD.findall(text))
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+def database_name(physical: str) -> str:
+    """Return the file name of a physical collection's database (long names are hashed)."""
+    if len(physical) <= _MAX_NAME:
+        return physical + SUFFIX
+    digest = hashlib.sha256(physical.encode("utf-8")).hexdigest()[:16]
+    return f"{physical[: _MAX_NAME - 17]}-{digest}{SUFFIX}"
+
+
+def database_path(data_dir: Path, physical: str) -> Path:
+    """Return where the lexical index of ``physical`` lives in ``data_dir``."""
+    return data_dir / LEXICAL_DIR / database_name(physical)
+
+
+def _json_path(key: str) -> str:
+    """Return the JSON path of a top-level key, quoted so any key name works."""
+    return '$."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _chunked(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for lo in range(0, len(items), _IDS_PER_QUERY):
+        yield items[lo : lo + _IDS_PER_QUERY]
+
+
+class LexicalIndex(SQLiteFile):
+    """The BM25 index of one physical collection (open one per use; it is cheap)."""
+
+    SCHEMA = SCHEMA
+
+    @classmethod
+    def open(cls, data_dir: Path, physical: str) -> LexicalIndex:
+        """Open the lexical index of ``physical`` in ``data_dir``, creating it if missing."""
+        return cls(database_path(data_dir, physical))
+
+    @staticmethod
+    def exists(data_dir: Path, physical: str) -> bool:
+        """Return whether ``physical`` has a lexical index in ``data_dir``."""
+        return database_path(data_dir, physical).is_file()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def upsert(self, records: Iterable[tuple[str, str, Mapping[str, Scalar]]]) -> int:
+        """Index ``(chunk_id, body, metadata)`` records, replacing those already there.
+
+        One transaction: a crash leaves the index as it was before the call.
+        """
+        count = 0
+        with self._transaction() as db:
+            for chunk_id, body, metadata in records:
+                meta = json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True)
+                row = db.execute(
+                    "INSERT INTO chunks (chunk_id, metadata) VALUES (?, ?) "
+                    "ON CONFLICT (chunk_id) DO UPDATE SET metadata = excluded.metadata "
+                    "RETURNING id",
+                    (chunk_id, meta),
+                ).fetchone()
+                db.execute("DELETE FROM terms WHERE rowid = ?", (row[0],))
+                db.execute("INSERT INTO terms (rowid, body) VALUES (?, ?)", (row[0], body))
+                count += 1
+        return count
+
+    def delete(self, chunk_ids: Iterable[str]) -> int:
+        """Remove chunks by id (ids not present are ignored); return how many were asked."""
+        todo = sorted(set(chunk_ids))
+        with self._transaction() as db:
+            for part in _chunked(todo):
+                marks = ",".join("?" * len(part))
+                rows = db.execute(
+                    f"SELECT id FROM chunks WHERE chunk_id IN ({marks})", tuple(part)
+                ).fetchall()
+                db.executemany("DELETE FROM terms WHERE rowid = ?", rows)
+                db.executemany("DELETE FROM chunks WHERE id = ?", rows)
+        return len(todo)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def count(self) -> int:
+        """Return the number of indexed chunks."""
+        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def ids(self) -> set[str]:
+        """Return every indexed chunk id."""
+        return {str(r[0]) for r in self.db.execute("SELECT chunk_id FROM chunks")}
+
+    def search(
+        self, text: str, k: int, where: Mapping[str, Scalar] | None = None
+    ) -> dict[str, float]:
+        """Return up to ``k`` chunk ids that share words with ``text``, by BM25 score.
+
+        Scores are positive, higher is better (FTS5's ``bm25()`` negated); chunks without
+        any word of ``text`` are not returned.
+        """
+        return self._scores(text, where, ids=None, limit=k)
+
+    def scores(
+        self, text: str, chunk_ids: Iterable[str], where: Mapping[str, Scalar] | None = None
+    ) -> dict[str, float]:
+        """Return the BM25 score of each of ``chunk_ids`` for ``text`` (0.0 without a match).
+
+        Ids not in the index (or filtered out by ``where``) are left out.
+        """
+        wanted = sorted(set(chunk_ids))
+        out: dict[str, float] = {}
+        for part in _chunked(wanted):
+            marks = ",".join("?" * len(part))
+            clause, args = self._where(where)
+            present = self.db.execute(
+                f"SELECT c.chunk_id FROM chunks c WHERE c.chunk_id IN ({marks}){clause}",
+                (*part, *args),
+            ).fetchall()
+            out.update({str(r[0]): 0.0 for r in present})
+            out.update(self._scores(text, where, ids=part, limit=None))
+        return out
+
+    def _scores(
+        self,
+        text: str,
+        where: Mapping[str, Scalar] | None,
+        ids: Sequence[str] | None,
+        limit: int | None,
+    ) -> dict[str, float]:
+        expression = match_expression(text)
+        if not expression or limit == 0:
+            return {}
+        clause, args = self._where(where)
+        if ids is not None:
+            clause += f" AND c.chunk_id IN ({','.join('?' * len(ids))})"
+            args = (*args, *ids)
+        sql = (
+            "SELECT c.chunk_id, -bm25(terms) AS score FROM terms "
+            f"JOIN chunks c ON c.id = terms.rowid WHERE terms MATCH ?{clause} "
+            "ORDER BY score DESC, c.chunk_id"
+        )
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self.db.execute(sql, (expression, *args)).fetchall()
+        return {str(chunk_id): float(score) for chunk_id, score in rows}
+
+    @staticmethod
+    def _where(where: Mapping[str, Scalar] | None) -> tuple[str, tuple[Any, ...]]:
+        """Return the SQL (``AND ...``) and arguments of an equality filter on metadata."""
+        clause, args = "", ()  # type: tuple[str, tuple[Any, ...]]
+        for key, value in (where or {}).items():
+            clause += " AND json_extract(c.metadata, ?) = ?"
+            args = (*args, _json_path(key), value)
+        return clause, args
+
+
+def drop(data_dir: Path, physical: str) -> bool:
+    """Delete the lexical index of ``physical`` (its database and WAL files), if any."""
+    path = database_path(data_dir, physical)
+    found = path.exists()
+    for extra in ("", "-wal", "-shm", "-journal"):
+        Path(str(path) + extra).unlink(missing_ok=True)
+    return found
+
+
+def physical_names(data_dir: Path) -> list[str]:
+    """Return the physical collections that have a lexical index in ``data_dir``.
+
+    Hashed long names come back as their file stem (enough to drop them).
+    """
+    folder = data_dir / LEXICAL_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[: -len(SUFFIX)] for p in folder.glob("*" + SUFFIX))

@@ -1,0 +1,154 @@
+"""The evaluation behind docflow's defaults (README, "Choosing the default").
+
+Runs ``docflow evaluate --json`` on every shared data set (../shared/eval) once per embed
+backend, over a grid of chunkings, each with dense, lexical and hybrid retrieval at several
+weights, then prints the tables the README quotes: per chunking (mean and worst corpus),
+per weight (averaged over chunkings), and the backends compared corpus by corpus.
+
+    python -m tests.benchmarks.eval_defaults                 # all three backends (~25 min)
+    python -m tests.benchmarks.eval_defaults --backends onnx --out bench-results/eval
+    python -m tests.benchmarks.eval_defaults --report-only   # tables from earlier runs
+
+Not part of ``make bench`` (it takes a while and measures quality, not speed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+CHUNKINGS = (
+    "auto:chunk_size=128,chunk_overlap=0,length_unit=model_tokens",
+    "auto:chunk_size=128,chunk_overlap=32,length_unit=model_tokens",
+    "auto:chunk_size=160,chunk_overlap=40,length_unit=model_tokens",
+    "auto:chunk_size=200,chunk_overlap=0,length_unit=model_tokens",
+    "auto:chunk_size=200,chunk_overlap=50,length_unit=model_tokens",
+    "auto:chunk_size=200,chunk_overlap=100,length_unit=model_tokens",
+    "auto:chunk_size=224,chunk_overlap=32,length_unit=model_tokens",
+    "auto:chunk_size=256,chunk_overlap=0,length_unit=model_tokens",
+    "auto:chunk_size=256,chunk_overlap=64,length_unit=model_tokens",
+    "auto:chunk_size=200,chunk_overlap=50,length_unit=tokens",
+    "auto:chunk_size=278,chunk_overlap=139,length_unit=tokens",
+    "token:chunk_size=278,chunk_overlap=139,length_unit=tokens",
+    "token:chunk_size=200,chunk_overlap=100,length_unit=model_tokens",
+    "auto:chunk_size=800,chunk_overlap=100,length_unit=chars",
+    "auto:chunk_size=1000,chunk_overlap=200,length_unit=chars",
+    "auto:chunk_size=1200,chunk_overlap=200,length_unit=chars",
+)
+WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+BACKENDS = ("onnx-int8", "onnx", "torch")
+DEFAULT = "auto:chunk_size=200,chunk_overlap=50,length_unit=model_tokens"
+
+
+def specs() -> list[str]:
+    """Return every configuration of the grid."""
+    out = []
+    for chunking in CHUNKINGS:
+        out += [f"{chunking},retrieval=dense", f"{chunking},retrieval=lexical"]
+        out += [f"{chunking},retrieval=hybrid,dense_weight={w}" for w in WEIGHTS]
+    return out
+
+
+def run(backend: str, out: Path) -> Path:
+    """Run the grid through the CLI with one backend; return its JSON file."""
+    args = [sys.executable, "-m", "flows", "evaluate", "--embed-backend", backend, "--json"]
+    args += ["--out", str(out / f"eval-{backend}")]
+    for spec in specs():
+        args += ["--splitter", spec]
+    result = subprocess.run(args, capture_output=True, text=True, check=True)
+    path = out / f"{backend}.json"
+    path.write_text(result.stdout, encoding="utf-8")
+    return path
+
+
+def _method(row: dict[str, Any]) -> str:
+    if row["retrieval"] == "hybrid":
+        return f"hybrid {row['dense_weight']}"
+    return str(row["retrieval"])
+
+
+def _chunking(row: dict[str, Any]) -> str:
+    return str(row["config"]).split(",retrieval=")[0]
+
+
+def report(paths: dict[str, Path]) -> None:
+    """Print the README's tables from the runs' JSON files."""
+    runs = {b: json.loads(p.read_text(encoding="utf-8"))["configs"] for b, p in paths.items()}
+    main = runs.get("onnx") or next(iter(runs.values()))
+    print("\nby chunking (hybrid 0.5 and dense): recall mean / min, IoU mean / min, chunks")
+    for chunking in CHUNKINGS:
+        mine = {_method(r): r for r in main if _chunking(r) == chunking}
+        h, d = mine["hybrid 0.5"], mine["dense"]
+        print(
+            f"  {chunking:64s} hybrid {h['recall_mean']:5.1f} {h['recall_min']:5.1f} "
+            f"{h['iou_mean']:4.1f} {h['iou_min']:4.1f} | dense {d['recall_mean']:5.1f} "
+            f"{d['recall_min']:5.1f} {d['iou_mean']:4.1f} | {h['n_chunks']} chunks, "
+            f"{h['mean_chunk_chars']:.0f} chars"
+        )
+    print("\nby method, averaged over the chunkings: recall mean, min, IoU mean")
+    by_method: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in main:
+        by_method[_method(row)].append(row)
+    for method, rows in sorted(by_method.items()):
+        n = len(rows)
+        mean, low = (sum(r[f"recall_{x}"] for r in rows) / n for x in ("mean", "min"))
+        iou = sum(r["iou_mean"] for r in rows) / n
+        print(f"  {method:12s} {mean:6.2f} {low:6.2f} {iou:5.2f}")
+    print(f"\nat {DEFAULT}: recall per corpus, mean, min; IoU mean")
+    for backend, rows in runs.items():
+        for row in rows:
+            if _chunking(row) == DEFAULT and _method(row) in ("dense", "lexical", "hybrid 0.5"):
+                corpora = "  ".join(
+                    f"{c['corpus_id']} {c['recall_mean']:5.1f}" for c in row["corpora"]
+                )
+                print(
+                    f"  {backend:9s} {_method(row):10s} {corpora}  mean {row['recall_mean']:5.1f}"
+                    f"  min {row['recall_min']:5.1f}  IoU {row['iou_mean']:4.2f}"
+                )
+    if "torch" in runs:
+        reference = {r["config"]: r for r in runs["torch"]}
+        for backend, rows in runs.items():
+            if backend == "torch":
+                continue
+            losses = []
+            for row in rows:
+                if row["retrieval"] == "lexical":
+                    continue
+                ref = reference[row["config"]]
+                worst = min(
+                    c["recall_mean"] - r["recall_mean"]
+                    for c, r in zip(row["corpora"], ref["corpora"], strict=True)
+                )
+                losses.append(worst)
+            over = sum(loss < -1.0 for loss in losses)
+            print(
+                f"\n{backend} against torch float32: the largest loss on one corpus is "
+                f"{max(0.0, -min(losses)):.1f} recall points; {over} of {len(losses)} "
+                "configurations lose more than 1 point on some corpus"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the grid (or read earlier runs) and print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", nargs="+", default=list(BACKENDS))
+    parser.add_argument("--out", type=Path, default=Path("bench-results/eval-defaults"))
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for backend in args.backends:
+        path = args.out / f"{backend}.json"
+        paths[backend] = path if args.report_only else run(backend, args.out)
+        print(f"{backend}: {paths[backend]}", flush=True)
+    report(paths)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,180 @@
+"""Queries over a real index: hybrid, dense and lexical, over the CLI and the Python API.
+
+One ingest of the sample corpus with the real all-MiniLM-L6-v2 model (real Prefect,
+Chroma and SQLite), shared by the module; tests that damage it make their own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import docflow
+from flows.cli import main
+from flows.ingest import ingest
+from tasks.config import IngestParams
+from tasks.index import Index
+from tasks.lexical import LexicalIndex, database_path
+from tasks.store import ChromaStore
+from tests.conftest import REPO, SAMPLE
+
+QUESTION = "Below what temperature do bees form a winter cluster?"
+WINTER = "seasons/winter-preparation.md"
+METHODS = ("hybrid", "dense", "lexical")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("query") / "data"
+    summary = ingest(IngestParams(source=str(SAMPLE), data_dir=str(path)))
+    assert summary["chunks_written"] > 50
+    return path
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    code = main(["query", *args, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    payload = json.loads(out)
+    assert isinstance(payload, dict)
+    return payload
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_cli_query_ranks_by_each_method_and_reports_both_scores(
+    method: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    payload = cli_json(
+        capsys, QUESTION, "-k", "4", "--data-dir", str(data_dir), "--retrieval", method
+    )
+    assert payload["retrieval"] == method and payload["dense_weight"] == 0.5
+    hits = payload["results"]
+    assert isinstance(hits, list) and len(hits) == 4
+    assert hits[0]["source"] == WINTER and "14 °C" in hits[0]["text"]
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    for h in hits:
+        if method == "dense":
+            assert h["score"] == h["dense_score"] and h["lexical_score"] is not None
+        elif method == "lexical":
+            assert h["score"] == h["lexical_score"] > 0 and h["dense_score"] is None
+        else:
+            assert 0.0 <= h["score"] <= 1.0 and h["dense_score"] and h["lexical_score"] is not None
+    if method == "hybrid":
+        assert hits[0]["score"] == 1.0  # the best of both sides here
+
+
+def test_the_python_api_returns_what_the_cli_prints(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for method in METHODS:
+        cli = cli_json(capsys, QUESTION, "--data-dir", str(data_dir), "--retrieval", method)
+        api = docflow.query(QUESTION, data_dir=data_dir, k=5, retrieval=method)
+        with docflow.Retriever(data_dir, "docflow", retrieval=method) as retriever:
+            again = retriever.search(QUESTION, k=5)
+        rows = cli["results"]
+        assert isinstance(rows, list)
+        assert (
+            [r["chunk_id"] for r in rows]
+            == [h.chunk_id for h in api]
+            == [h.chunk_id for h in again]
+        )
+        assert [r["score"] for r in rows] == [round(h.score, 4) for h in api]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_where_filters_both_sides(
+    method: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--data-dir", str(data_dir), "--retrieval", method, "-k", "5"]
+    payload = cli_json(capsys, QUESTION, *args, "--where", "source=varroa-mite-control.md")
+    hits = payload["results"]
+    assert isinstance(hits, list) and hits
+    assert {h["source"] for h in hits} == {"varroa-mite-control.md"}
+    assert {h["metadata"]["source"] for h in hits} == {"varroa-mite-control.md"}
+
+
+def test_dense_weight_from_flag_env_and_config_file(
+    data_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    base = [QUESTION, "-k", "5", "--data-dir", str(data_dir)]
+
+    def ids(*extra: str) -> list[str]:
+        rows = cli_json(capsys, *base, *extra)["results"]
+        assert isinstance(rows, list)
+        return [r["chunk_id"] for r in rows]
+
+    dense, lexical = ids("--retrieval", "dense"), ids("--retrieval", "lexical")
+    assert dense != lexical
+    assert ids("--dense-weight", "1") == dense  # hybrid with all the weight on cosine
+    config = tmp_path / "docflow.toml"
+    config.write_text("[query]\ndense_weight = 0.0\n", encoding="utf-8")
+    assert ids("--config", str(config)) == lexical
+    monkeypatch.setenv("DOCFLOW_DENSE_WEIGHT", "1.0")
+    assert ids("--config", str(config)) == dense  # env over file
+    assert ids("--config", str(config), "--dense-weight", "0") == lexical  # flag over env
+    monkeypatch.setenv("DOCFLOW_RETRIEVAL", "lexical")
+    payload = cli_json(capsys, *base)
+    assert payload["retrieval"] == "lexical"
+    assert main(["query", *base, "--dense-weight", "2"]) == 2
+    assert "dense_weight" in capsys.readouterr().err
+
+
+def test_a_query_without_results_says_so(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["zyzzyva quux", "--data-dir", str(data_dir), "--retrieval", "lexical"]
+    assert main(["query", *args]) == 0
+    assert "no results" in capsys.readouterr().out
+    assert cli_json(capsys, *args)["results"] == []
+
+
+def test_a_lost_lexical_index_is_rebuilt_by_the_next_ingest(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A collection built before the lexical index existed, or whose database was lost."""
+    mine = tmp_path / "data"
+    shutil.copytree(data_dir, mine)
+    for path in (mine / "lexical").iterdir():
+        path.unlink()
+    assert main(["query", QUESTION, "--data-dir", str(mine)]) == 1
+    assert "has no lexical index" in capsys.readouterr().err
+    summary = ingest(IngestParams(source=str(SAMPLE), data_dir=str(mine)))
+    assert summary["chunks_embedded"] == summary["chunks_written"] == 0  # nothing re-embedded
+    with Index.open(mine, "docflow") as index:
+        assert index.words.ids() == index.vectors.ids()
+    assert cli_json(capsys, QUESTION, "--data-dir", str(mine))["results"]
+
+
+def test_langchain_chroma_reads_the_collection_dense_only(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's snippet, run as written (with this test's data dir)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Reading a collection with LangChain", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code, "the README section has a python block"
+    snippet = code.group(1).replace('data_dir = "data"', f"data_dir = {str(data_dir)!r}")
+    namespace: dict[str, object] = {"question": QUESTION}
+    exec(snippet, namespace)  # noqa: S102 - the README's own code
+    found = namespace["docs"]
+    assert isinstance(found, list)
+    dense = cli_json(capsys, QUESTION, "--data-dir", str(data_dir), "--retrieval", "dense")
+    rows = dense["results"]
+    assert isinstance(rows, list)
+    assert [d.id for d, _ in found] == [r["chunk_id"] for r in rows][: len(found)]
+    assert found[0][0].metadata["source"] == WINTER
+
+
+def test_the_lexical_index_is_a_file_in_the_data_dir(data_dir: Path) -> None:
+    path = database_path(data_dir, "docflow")
+    assert path == data_dir / "lexical" / "docflow.sqlite" and path.is_file()
+    with LexicalIndex(path, readonly=True) as words:
+        assert words.ids() == ChromaStore.open(data_dir, "docflow").ids()

@@ -1,0 +1,150 @@
+"""Unit tests for tasks/lexical.py: the SQLite FTS5 (BM25) index, on real SQLite files."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tasks import lexical
+from tasks.lexical import LexicalIndex, database_name, database_path, match_expression
+
+DOCS = {
+    "a": "The queen lays up to two thousand eggs a day in spring.",
+    "b": "Varroa mites are treated with oxalic acid in winter, when the colony is broodless.",
+    "c": "A swarm leaves the hive with the old queen; the new queen stays behind.",
+    "d": "Honey is extracted by spinning uncapped frames in an extractor.",
+}
+
+
+def records(docs: dict[str, str], **meta: object) -> list[tuple[str, str, dict[str, object]]]:
+    return [(i, text, {"source": f"{i}.md", **meta}) for i, text in docs.items()]
+
+
+@pytest.fixture
+def index(data_dir: Path) -> LexicalIndex:
+    idx = LexicalIndex.open(data_dir, "docflow")
+    idx.upsert(records(DOCS))  # type: ignore[arg-type]
+    return idx
+
+
+def test_match_expression_quotes_every_distinct_word() -> None:
+    assert match_expression('What is "NEAR" the queen, the QUEEN?') == (
+        '"what" OR "is" OR "near" OR "the" OR "queen"'
+    )
+    assert match_expression("snake_case and x-ray 3.5%") == (
+        '"snake" OR "case" OR "and" OR "x" OR "ray" OR "3" OR "5"'
+    )
+    assert match_expression("?!  ...") == ""
+    assert match_expression("crème brûlée") == '"crème" OR "brûlée"'
+
+
+def test_search_ranks_by_bm25_and_returns_only_matching_chunks(index: LexicalIndex) -> None:
+    hits = index.search("queen eggs", k=10)
+    assert list(hits) == ["a", "c"]  # "a" has both words; "c" only "queen" (twice)
+    assert all(score > 0 for score in hits.values())
+    assert index.search("queen eggs", k=1) == {"a": hits["a"]}
+    assert index.search("submarine", k=5) == {}
+    assert index.search("", k=5) == {}
+
+
+def test_scores_equal_the_bm25_definition(index: LexicalIndex) -> None:
+    """FTS5's bm25 (k1 = 1.2, b = 0.75) computed by hand, on the tokens FTS5 indexes."""
+    tokens = {i: [w.lower() for w in lexical._WORD.findall(t)] for i, t in DOCS.items()}
+    n_docs, avgdl = len(tokens), sum(map(len, tokens.values())) / len(tokens)
+
+    def bm25(doc: str, words: list[str]) -> float:
+        total = 0.0
+        for w in words:
+            n = sum(w in ts for ts in tokens.values())
+            idf = max(math.log((n_docs - n + 0.5) / (n + 0.5)), 1e-6)
+            f = Counter(tokens[doc])[w]
+            dl = len(tokens[doc])
+            total += idf * f * 2.2 / (f + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
+        return total
+
+    got = index.search("extractor frames", k=5)
+    assert got["d"] == pytest.approx(bm25("d", ["extractor", "frames"]), rel=1e-6)
+
+
+def test_porter_stemming_and_case_folding(index: LexicalIndex) -> None:
+    assert "c" in index.search("SWARMING", k=5)  # swarming -> swarm
+    assert "b" in index.search("treating", k=5)  # treating ~ treated: both "treat"
+
+
+def test_upsert_replaces_text_and_metadata_of_an_existing_id(index: LexicalIndex) -> None:
+    index.upsert([("a", "Drones do not sting.", {"source": "a.md", "lang": "en"})])
+    assert index.count() == 4
+    assert "a" not in index.search("queen", k=5)
+    assert index.search("drones", k=5) and index.search("drones", 5, {"lang": "en"})
+
+
+def test_delete_removes_ids_and_their_words(index: LexicalIndex) -> None:
+    assert index.delete(["a", "c", "never-there"]) == 3
+    assert index.ids() == {"b", "d"} and index.count() == 2
+    assert index.search("queen", k=5) == {}
+    assert index.delete([]) == 0
+
+
+def test_where_filters_on_flat_metadata_values_and_types(data_dir: Path) -> None:
+    idx = LexicalIndex.open(data_dir, "typed")
+    idx.upsert(
+        [
+            ("x", "bees in spring", {"source": "x.md", "page": 3, "h2": 'Say "hi"'}),
+            ("y", "bees in summer", {"source": "y.md", "page": 4, "odd key": "v"}),
+        ]
+    )
+    assert set(idx.search("bees", 5, {"source": "x.md"})) == {"x"}
+    assert set(idx.search("bees", 5, {"page": 4})) == {"y"}
+    assert idx.search("bees", 5, {"page": "4"}) == {}  # a string is not the number 4
+    assert set(idx.search("bees", 5, {"h2": 'Say "hi"'})) == {"x"}
+    assert set(idx.search("bees", 5, {"odd key": "v"})) == {"y"}
+    assert idx.search("bees", 5, {"source": "x.md", "page": 4}) == {}
+
+
+def test_scores_of_chosen_ids_include_non_matching_ones_as_zero(index: LexicalIndex) -> None:
+    full = index.search("queen", k=10)
+    got = index.scores("queen", ["a", "b", "missing"])
+    assert got == {"a": full["a"], "b": 0.0}
+    assert index.scores("queen", ["a", "c"], where={"source": "c.md"}) == {"c": full["c"]}
+
+
+def test_the_index_persists_and_reopens_read_only(data_dir: Path, index: LexicalIndex) -> None:
+    index.close()
+    ro = LexicalIndex(database_path(data_dir, "docflow"), readonly=True)
+    assert ro.ids() == set(DOCS)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        ro.delete(["a"])
+
+
+def test_a_failed_upsert_leaves_the_index_as_it_was(index: LexicalIndex) -> None:
+    def broken() -> object:
+        yield ("e", "new words here", {"source": "e.md"})
+        raise RuntimeError("disk died")
+
+    with pytest.raises(RuntimeError):
+        index.upsert(broken())  # type: ignore[arg-type]
+    assert index.ids() == set(DOCS)
+
+
+def test_drop_and_names(data_dir: Path, index: LexicalIndex) -> None:
+    LexicalIndex.open(data_dir, "docflow--v20240101T000000-abcdef").close()
+    assert lexical.physical_names(data_dir) == ["docflow", "docflow--v20240101T000000-abcdef"]
+    index.close()
+    assert lexical.drop(data_dir, "docflow") is True
+    assert lexical.drop(data_dir, "docflow") is False
+    assert lexical.physical_names(data_dir) == ["docflow--v20240101T000000-abcdef"]
+    assert not list((data_dir / "lexical").glob("docflow.sqlite*"))
+
+
+def test_long_collection_names_get_a_short_hashed_file_name(data_dir: Path) -> None:
+    long = "c" * 500
+    name = database_name(long)
+    assert len(name) <= 255 and name.endswith(".sqlite") and name != database_name("c" * 499)
+    LexicalIndex.open(data_dir, long).close()
+    assert LexicalIndex.exists(data_dir, long)
+    assert lexical.drop(data_dir, lexical.physical_names(data_dir)[0])
+    assert not LexicalIndex.exists(data_dir, long)
