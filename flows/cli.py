@@ -8,6 +8,7 @@ on stdout; logs go to stderr.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +23,33 @@ from tasks.errors import ConfigError, DocflowError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STRICT = 0, 1, 2, 3
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _HideRunFailures(logging.Filter):
+    """Keep Prefect's reports of a failed task or flow run off the terminal.
+
+    Each comes with a traceback, one per retry, though the CLI prints the error on one line
+    (``docflow: error: ...``). The run's logs in the Prefect API keep every one of them.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Return False for failure reports of flow and task runs."""
+        if not record.name.startswith(("prefect.flow_runs", "prefect.task_runs")):
+            return True
+        if record.levelno >= logging.ERROR:
+            return False
+        message = record.getMessage()
+        return not message.startswith(("Finished in state Failed", "Finished in state Crashed"))
+
+
+def _hide_run_failures() -> None:
+    """Attach :class:`_HideRunFailures` to Prefect's console handler.
+
+    Call it after importing a flow: Prefect sets up its logging when first imported.
+    """
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _HideRunFailures) for f in handler.filters):
+            handler.addFilter(_HideRunFailures())
 
 
 def _fail(message: str, code: int) -> click.exceptions.Exit:
@@ -248,6 +276,7 @@ def _run_flow(
             from flows.ingest import ingest as run
         if address:
             run = run.with_options(task_runner=runtime.task_runner(address))
+        _hide_run_failures()
 
         bar = _Progress()
         listener = bar if sys.stderr.isatty() else (lambda done, total: None)
@@ -321,6 +350,7 @@ def clear(
     from flows.rebuild import clear_flow
     from tasks.config import ClearParams
 
+    _hide_run_failures()
     with _errors_to_exit_codes():
         result = clear_flow(
             ClearParams(
@@ -358,6 +388,7 @@ def restore(
     from flows.rebuild import restore_flow
     from tasks.config import CollectionParams
 
+    _hide_run_failures()
     with _errors_to_exit_codes():
         result = restore_flow(
             CollectionParams(
@@ -372,6 +403,8 @@ def restore(
         click.echo(json.dumps(result))
     else:
         click.echo(f"restored {result['chunks']} chunks into {result['physical']}")
+        if result.get("set_aside"):
+            click.echo(f"the damaged manifest was moved to {result['set_aside']}")
 
 
 def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
@@ -648,6 +681,7 @@ def backfill(
         spec = BackfillParams(
             start=start.date(), end=end.date(), max_parallel=max_parallel, ingest=params
         )
+        _hide_run_failures()
         with runtime.dask_env(address), runtime.api_for_workers(address):
             result = run(spec)
     if as_json:
@@ -786,6 +820,7 @@ def evaluate(
             parse_spec(spec, model, embed_backend, retrieval, dense_weight)
         from flows.evaluate import evaluate as run
 
+        _hide_run_failures()
         result = run(
             datasets=[str(p) for p in paths],
             splitters=chosen,

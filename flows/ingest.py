@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ from prefect.futures import PrefectFuture
 from flows import artifacts, progress, runtime
 from flows.guard import collection_guard
 from tasks.config import IngestParams
+from tasks.consistency import open_index_task
 from tasks.discover import plan_task
 from tasks.embed import embed_task
-from tasks.index import open_index_task
+from tasks.errors import StateError
 from tasks.load import default_includes
 from tasks.load.task import load_task
 from tasks.manifest import Manifest
@@ -33,7 +35,7 @@ from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
 from tasks.store import record_fingerprint_task
 from tasks.sync import SyncResult, delete_task, store_task
-from tasks.tables import PartRef, use_tables_url, write_run
+from tasks.tables import PartRef, mark_interrupted, use_tables_url, write_run
 
 Stage = tuple[PrefectFuture[PartRef], PrefectFuture[PartRef], PrefectFuture[PartRef]]
 
@@ -82,13 +84,20 @@ def run_ingest(
         "content_fingerprint": ctx.fingerprint,
         "deleted_sources": [],
     }
+    interrupted = mark_interrupted(params.data_path, params.collection, ctx.run_id)
+    summary.warnings.extend(
+        f"run {r} had died without ending: marked interrupted" for r in interrupted
+    )
     write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
     try:
         extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)
     except BaseException:
         summary.status = "failed"
         summary.seconds = round(time.perf_counter() - started, 3)
-        write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
+        # the run's own error is the one to report; if even its record cannot be written
+        # (a full disk), the next run of the collection marks it interrupted
+        with suppress(StateError):
+            write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
         raise
     summary.status = "completed"
     summary.seconds = round(time.perf_counter() - started, 3)
@@ -100,7 +109,7 @@ def _stages(
     params: IngestParams, ctx: RunContext, summary: RunSummary, full_refresh: bool
 ) -> list[str]:
     """Run the batches and deletions; return the sources deleted from the collection."""
-    open_index_task(ctx.data_dir, ctx.physical, ctx.model, ctx.chroma_host, ctx.chroma_port)
+    summary.warnings.extend(open_index_task(ctx).warnings)
     planning = time.perf_counter()
     plan = plan_task(
         params.source,
@@ -136,6 +145,11 @@ def _stages(
         docs, split, embedded = loaded.result(), chunks.result(), vectors.result()
         _add_stage_times(summary, docs, split, embedded, synced)
         summary.add_failures(docs.failures)
+        summary.files_changed_during_run += len(docs.changed)
+        summary.warnings.extend(
+            f"{source}: changed while the run read it; indexed as read, the next run reads it again"
+            for source in docs.changed
+        )
         summary.documents += docs.rows
         summary.chunks_embedded += embedded.rows - embedded.cached
         summary.chunks_from_cache += embedded.cached

@@ -25,9 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks import lexical
-from tasks.errors import StoreError
+from tasks.errors import StateError, StoreError
 from tasks.index import Index
 from tasks.manifest import FileUpdate, Manifest
+from tasks.sqlite import set_aside
 from tasks.store import ChromaStore, collection_names, make_client
 from tasks.tables import (
     CHUNKS_SCHEMA,
@@ -119,6 +120,34 @@ class RestoreResult:
     physical: str
     chunks: int
     missing: int  # live chunk ids found in no table part (should be 0)
+    set_aside: str | None = None  # where a damaged manifest was moved, if it was
+
+
+def open_manifest_or_set_aside(data_dir: Path) -> tuple[Manifest, Path | None]:
+    """Open the manifest; a damaged one is renamed aside and a fresh one opened instead.
+
+    The recovery path must work when ``state.db`` is garbage or truncated: the tables hold
+    everything it records (see :func:`state_from_tables`).
+    """
+    try:
+        manifest = Manifest.open(data_dir)
+        try:
+            manifest.check_integrity()
+        except StateError:
+            manifest.close()
+            raise
+    except StateError:
+        if not (data_dir / "state.db").is_file():
+            raise  # not a damaged file: a full disk or an unwritable data dir
+        moved = _aside(data_dir)
+        return Manifest.open(data_dir), moved
+    return manifest, None
+
+
+def _aside(data_dir: Path) -> Path:
+    moved = set_aside(data_dir / "state.db")
+    log.warning("the manifest was damaged: moved to %s", moved)
+    return moved
 
 
 def restore(
@@ -133,10 +162,15 @@ def restore(
     atomically, with the content fingerprint recorded on it; its lexical index is built
     from the same chunks beside it, and the old version's goes with the old vectors.
 
+    A damaged manifest is first moved aside (``state.db.corrupt-<time>``); the pointer it
+    held is then unknown, so every other version of ``name`` is dropped once the rebuilt
+    one serves.
+
     Raises:
         StoreError: If there is nothing to restore or the vectors are missing.
     """
-    with Manifest.open(data_dir) as manifest:
+    manifest, moved = open_manifest_or_set_aside(data_dir)
+    with manifest:
         active = manifest.physical(name)
         files = manifest.files(active)
     live = {i for f in files.values() for i in f.chunk_ids}
@@ -176,9 +210,10 @@ def restore(
             new.vectors.update_metadata(content_fingerprint=fingerprint)
     with Manifest.open(data_dir) as manifest:
         manifest.switch(name, physical, run_id, move_from=active, rows=rebuilt)
-    old.drop()
-    lexical.drop(data_dir, active)
-    return RestoreResult(physical, len(chunks), len(live) - len(chunks))
+    drop_versions(data_dir, name, physical, host, port)  # the old one (and any leftover)
+    return RestoreResult(
+        physical, len(chunks), len(live) - len(chunks), str(moved) if moved else None
+    )
 
 
 def state_from_tables(data_dir: Path, name: str) -> tuple[list[FileUpdate], str | None]:

@@ -7,38 +7,36 @@ the text came from. ``docflow clear`` keeps it unless ``--drop-cache``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from tasks.documents import sha256_hex
+from tasks.sqlite import SQLiteFile
 
 _LOOKUP_CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
 
 
-class EmbeddingCache:
+class EmbeddingCache(SQLiteFile):
     """Vectors keyed by model and text hash."""
 
-    def __init__(self, path: Path):
-        """Open (and create) the cache database at ``path``."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(path, timeout=60)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_sha TEXT NOT NULL, "
-            "vector BLOB NOT NULL, PRIMARY KEY (model, text_sha))"
-        )
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_sha TEXT NOT NULL, "
+        "vector BLOB NOT NULL, PRIMARY KEY (model, text_sha))"
+    )
 
     @classmethod
     def open(cls, data_dir: Path) -> EmbeddingCache:
         """Open the cache of a data dir."""
         return cls(data_dir / "cache" / "embeddings.db")
 
-    def close(self) -> None:
-        """Close the connection."""
-        self.db.close()
+    def damaged(self, exc: Exception) -> str:
+        """Return the one-line error of an unreadable cache, with its cure."""
+        return (
+            f"the embedding cache {self.path} is damaged ({exc}): delete it (docflow clear "
+            "--drop-cache); vectors are then computed again"
+        )
 
     def get(self, model: str, texts: Sequence[str]) -> list[np.ndarray | None]:
         """Return the cached vector of each text, or None where there is none."""
@@ -61,5 +59,5 @@ class EmbeddingCache:
             (model, sha256_hex(t), np.ascontiguousarray(v, dtype=np.float32).tobytes())
             for t, v in zip(texts, vectors, strict=True)
         ]
-        with self.db:
-            self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)
+        with self._transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)", rows)

@@ -25,3 +25,7 @@ class LLMError(DocflowError):
 
 class StoreError(DocflowError):
     """The vector store refused an operation or does not match this run's settings."""
+
+
+class StateError(DocflowError):
+    """The data dir's state (manifest, lexical index, tables) is damaged, full or unwritable."""

@@ -160,25 +160,3 @@ def drop(data_dir: Path, physical: str, host: str | None = None, port: int = 800
     """Drop both indexes of ``physical`` (the vector collection first)."""
     ChromaStore.open(data_dir, physical, host, port).drop()
     lexical.drop(data_dir, physical)
-
-
-# --- Prefect edge ---
-from prefect import task  # noqa: E402
-
-from tasks.store import STORE_RETRIES, retry_transient  # noqa: E402
-
-
-@task(name="open-index", retry_condition_fn=retry_transient, **STORE_RETRIES)
-def open_index_task(
-    data_dir: str, physical: str, model: str, host: str | None = None, port: int = 8000
-) -> Reconciled:
-    """Create or check the collection before any work (a model mismatch fails fast).
-
-    The model is loaded (for its dimension) only when the collection must be created.
-    Then the lexical index is brought in line with the vector store.
-    """
-    from tasks.embed import Embedder
-
-    with Index.open(Path(data_dir), physical, host, port) as index:
-        index.vectors.ensure(model, lambda: Embedder(model).dimension)
-        return reconcile(index)

@@ -95,6 +95,13 @@ class LexicalIndex(SQLiteFile):
         """Open the lexical index of ``physical`` in ``data_dir``, creating it if missing."""
         return cls(database_path(data_dir, physical))
 
+    def damaged(self, exc: Exception) -> str:
+        """Return the one-line error of an unreadable lexical index, with its cure."""
+        return (
+            f"the lexical index {self.path} is damaged ({exc}): the next docflow ingest "
+            "rebuilds it from the vector store"
+        )
+
     @staticmethod
     def exists(data_dir: Path, physical: str) -> bool:
         """Return whether ``physical`` has a lexical index in ``data_dir``."""

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.errors import StateError
 from tasks.sqlite import SQLiteFile
 
 #: Sources per ``SELECT ... IN (...)``: under SQLite's limit on bound variables.
@@ -93,6 +94,13 @@ class Manifest(SQLiteFile):
     def open(cls, data_dir: Path) -> Manifest:
         """Open the manifest of a data dir."""
         return cls(data_dir / "state.db")
+
+    def damaged(self, exc: Exception) -> str:
+        """Return the one-line error of an unreadable manifest, with its cure."""
+        return (
+            f"the manifest {self.path} is damaged ({exc}): run docflow restore, which sets "
+            "it aside and rebuilds it from the tables"
+        )
 
     # -- files ------------------------------------------------------------------------------
 
@@ -216,6 +224,27 @@ class Manifest(SQLiteFile):
         rows = self.db.execute("SELECT DISTINCT collection FROM files ORDER BY collection")
         return [str(r[0]) for r in rows.fetchall()]
 
+    def counts(self, collection: str) -> tuple[int, int, int]:
+        """Return a collection's file rows, committed chunk ids and pending chunk ids.
+
+        Counted in SQLite (no id leaves the database): the cheap check, at the start of a
+        run, that the store holds what the manifest says (see tasks/consistency.py).
+        """
+        row = self.db.execute(
+            "SELECT count(*), coalesce(sum(json_array_length(chunk_ids)), 0), "
+            "coalesce(sum(json_array_length(pending_ids)), 0) FROM files WHERE collection = ?",
+            (collection,),
+        ).fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def mark_pending(self, collection: str, sources: Iterable[str]) -> None:
+        """Make files "pending": the next plan processes them again (their chunks are gone)."""
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE files SET status = 'pending' WHERE collection = ? AND source = ?",
+                [(collection, s) for s in sources],
+            )
+
     def live_chunk_ids(self, collection: str) -> set[str]:
         """Return the committed chunk ids of a collection (what the store should hold)."""
         return {i for f in self.files(collection).values() for i in f.chunk_ids}
@@ -263,11 +292,19 @@ class Manifest(SQLiteFile):
 
 
 def serving_collection(data_dir: Path, name: str) -> str:
-    """Return the physical collection serving ``name``, without creating any state."""
-    if not (data_dir / "state.db").exists():
+    """Return the physical collection serving ``name``, without writing any state.
+
+    The manifest is opened read-only, so a query works on a full disk or a read-only data
+    dir. Raises StateError if it is damaged.
+    """
+    path = data_dir / "state.db"
+    if not path.exists():
         return name
-    with Manifest.open(data_dir) as manifest:
-        return manifest.physical(name)
+    with Manifest(path, readonly=True) as manifest:
+        try:
+            return manifest.physical(name)
+        except sqlite3.DatabaseError as exc:
+            raise StateError(manifest.damaged(exc)) from exc
 
 
 def _put(

@@ -21,6 +21,7 @@ query returns.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +30,15 @@ from typing import TYPE_CHECKING, Any, get_args
 import numpy as np
 
 from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_RETRIEVAL, Retrieval
-from tasks.errors import ConfigError, StoreError
+from tasks.errors import ConfigError, StateError, StoreError
 from tasks.lexical import LexicalIndex, database_path
 from tasks.manifest import serving_collection
 from tasks.store import ChromaStore, Hit, Scalar
 
 if TYPE_CHECKING:
     from tasks.embed import Embedder
+
+log = logging.getLogger(__name__)
 
 RETRIEVALS: tuple[str, ...] = get_args(Retrieval)
 #: Candidates each side proposes for one question (at least ``k``).
@@ -146,6 +149,27 @@ def cosine(vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.asarray(rows @ vector / np.maximum(norms, 1e-12), dtype=np.float64)
 
 
+def _serving(data_dir: Path, collection: str, host: str | None, port: int) -> str:
+    """Return the version serving ``collection``; with a damaged manifest, the store's only one.
+
+    A query needs only the store: when the manifest (which holds the pointer) cannot be
+    read, the one version of the collection the store has is the one that serves.
+    """
+    try:
+        return serving_collection(data_dir, collection)
+    except StateError as exc:
+        from tasks.admin import versions
+
+        found = versions(data_dir, collection, host, port)
+        if len(found) != 1:
+            raise StateError(
+                f"{exc}; the store holds {len(found)} versions of {collection!r}, so which one "
+                "serves is unknown"
+            ) from exc
+        log.warning("%s; answering from %s, the only version in the store", exc, found[0])
+        return found[0]
+
+
 class Retriever:
     """Answer questions from one docflow collection (embed it in your own application).
 
@@ -179,7 +203,7 @@ class Retriever:
         self.retrieval = retrieval
         self.dense_weight = dense_weight
         data = Path(data_dir)
-        self.physical = serving_collection(data, collection)
+        self.physical = _serving(data, collection, host, port)
         self.store = ChromaStore.open(data, self.physical, host, port)
         model = (self.store.collection().metadata or {}).get("embedding_model")
         if not model:

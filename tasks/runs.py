@@ -49,6 +49,9 @@ class RunSummary:
     files_unchanged: int = 0
     files_deleted: int = 0
     files_failed: int = 0
+    #: Files read as other bytes than planning hashed (rewritten during the run): indexed as
+    #: read, and changed for the next run, which reads them again.
+    files_changed_during_run: int = 0
     documents: int = 0
     chunks_written: int = 0
     chunks_embedded: int = 0
@@ -60,6 +63,8 @@ class RunSummary:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     physical: str = ""
     failures: list[dict[str, str]] = field(default_factory=list)
+    #: What the run noticed and an operator should know (one line each).
+    warnings: list[str] = field(default_factory=list)
 
     def add_failures(self, failures: tuple[tuple[str, str], ...]) -> None:
         """Record files that failed to load."""

@@ -9,11 +9,14 @@ read-only for readers that must not write (a query on a full disk or a read-only
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Self
+
+from tasks.errors import StateError
 
 MEMORY = ":memory:"
 
@@ -34,17 +37,55 @@ class SQLiteFile:
 
         """
         self.path = str(path)
-        if readonly:
-            uri = Path(self.path).resolve().as_uri() + "?mode=ro"
-            self.db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
-            return
-        if self.path != MEMORY:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        if self.path != MEMORY:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=FULL")  # durable before the next step relies on it
-        self.db.executescript(self.SCHEMA)
+        try:
+            if readonly:
+                self.db = self._connect_readonly()
+                return
+            if self.path != MEMORY:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            if self.path != MEMORY:
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=FULL")  # durable before the next step
+            self.db.executescript(self.SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StateError(self.damaged(exc)) from exc
+        except OSError as exc:
+            raise StateError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        """Connect read-only, or else read the file as immutable.
+
+        A read-only connection to a WAL database may still need to write its shared-memory
+        file, which a full disk refuses; immutable then reads what the last checkpoint
+        holds.
+        """
+        uri = Path(self.path).resolve().as_uri()
+        try:
+            db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=60, isolation_level=None)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            db = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+
+    def damaged(self, exc: Exception) -> str:
+        """Return the one-line error of a file SQLite cannot read (subclasses add the cure)."""
+        return f"{self.path} is not a usable SQLite database ({exc})"
+
+    def check_integrity(self) -> None:
+        """Raise StateError unless SQLite's quick check finds the file sound.
+
+        A truncated file can open and fail only when a damaged page is read; this reads
+        them all (a few milliseconds per megabyte).
+        """
+        try:
+            result = self.db.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StateError(self.damaged(exc)) from exc
+        if result != "ok":
+            raise StateError(self.damaged(RuntimeError(str(result))))
 
     def close(self) -> None:
         """Close the connection."""
@@ -59,10 +100,24 @@ class SQLiteFile:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """Run the block in one write transaction (rolled back if the block raises)."""
-        self.db.execute("BEGIN IMMEDIATE")
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                with suppress(sqlite3.Error):  # a full disk may refuse the rollback too
+                    self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:  # disk full, I/O error, read-only file...
+            raise StateError(f"cannot write {self.path}: {exc}") from exc
+
+
+def set_aside(path: Path) -> Path:
+    """Rename a damaged SQLite file to ``<name>.corrupt-<UTC time>`` (its WAL files go)."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.corrupt-{stamp}")
+    path.rename(target)
+    for extra in ("-wal", "-shm"):
+        Path(str(path) + extra).unlink(missing_ok=True)
+    return target

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tasks.documents import Chunk, header_keys
-from tasks.errors import StoreError
+from tasks.errors import StateError, StoreError
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -75,14 +75,24 @@ def make_client(path: Path | None = None, host: str | None = None, port: int = 8
     """Return a Chroma client: HttpClient when ``host`` is given, else PersistentClient."""
     import chromadb
     from chromadb.config import Settings
+    from chromadb.errors import ChromaError
 
     settings = Settings(anonymized_telemetry=False)
     if host:
         return chromadb.HttpClient(host=host, port=port, settings=settings)
     if path is None:
         raise StoreError("a Chroma path or host is required")
-    path.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=settings)
+    if not (path / "chroma.sqlite3").exists():
+        # Chroma caches one system per path for the process; if the folder was deleted
+        # under this process, that cached system points at files that are gone
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        SharedSystemClient.clear_system_cache()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=str(path), settings=settings)
+    except (ChromaError, OSError) as exc:  # Chroma writes on open: a full disk refuses it
+        raise StateError(f"cannot open the Chroma store {path}: {exc}") from exc
 
 
 class ChromaStore:

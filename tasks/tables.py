@@ -38,6 +38,8 @@ from fsspec.implementations.local import LocalFileSystem
 from pyarrow.fs import FSSpecHandler, PyFileSystem
 
 from tasks.documents import Chunk, Document, Header
+from tasks.errors import StateError
+from tasks.failpoints import failpoint
 
 HEADER_TYPE = pa.struct([("level", pa.int8()), ("text", pa.string())])
 
@@ -199,14 +201,22 @@ def write_atomic(table: pa.Table, path: Path) -> Path:
     stores) onto ``path``.
     """
     fs, where = _resolve(path)
-    if fs is not None:
-        _write_remote(fs, table, where)
-        return path
-    path = Path(where)
+    try:
+        if fs is not None:
+            _write_remote(fs, table, where)
+            return path
+        _write_local(table, Path(where))
+    except OSError as exc:  # a full disk, a read-only mount...: one line that names the file
+        raise StateError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return Path(where)
+
+
+def _write_local(table: pa.Table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as fh:
+            failpoint("tables:write")
             pq.write_table(table, fh, compression="zstd")
             fh.flush()
             os.fsync(fh.fileno())
@@ -219,7 +229,6 @@ def write_atomic(table: pa.Table, path: Path) -> Path:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    return path
 
 
 def _write_remote(fs: fsspec.AbstractFileSystem, table: pa.Table, path: str) -> None:
@@ -382,11 +391,13 @@ def read_table(
 
     Returns an empty table (no columns) if there are no parts yet.
     """
-    if not list_parts(data_dir, table, run_id):
+    parts = list_parts(data_dir, table, run_id)
+    if not parts:
         return pa.table({})
     fs, folder = _resolve(table_location(data_dir, table, run_id))
-    if table == "runs" and run_id is not None:
-        return read_part(list_parts(data_dir, table, run_id)[0], columns)
+    if table == "runs":  # one small file per run; later releases added columns
+        rows = pa.concat_tables([read_part(p) for p in parts], promote_options="default")
+        return rows.select(list(columns)) if columns is not None else rows
     filesystem = None if fs is None else PyFileSystem(FSSpecHandler(fs))
     dataset = ds.dataset(
         folder,
@@ -457,6 +468,25 @@ def write_run(data_dir: Path, run_id: str, summary: dict[str, Any]) -> Path:
     )
 
 
+def mark_interrupted(data_dir: Path, collection: str, current: str) -> list[str]:
+    """Record runs of ``collection`` left "running" as "interrupted"; return their ids.
+
+    Call with the collection's lock held: no other run of it is alive, so a "running"
+    record is one whose process died before it could record its end (killed, or its
+    failure handler itself failed, on a full disk say).
+    """
+    found = []
+    for part in list_parts(data_dir, "runs"):
+        head = read_part(part, ["run_id", "collection", "status"]).to_pylist()
+        if not head or head[0]["collection"] != collection or head[0]["run_id"] == current:
+            continue
+        if head[0]["status"] == "running":
+            row = read_part(part).to_pylist()[0] | {"status": "interrupted"}
+            write_atomic(pa.Table.from_pylist([row]), Path(part))
+            found.append(str(row["run_id"]))
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class PartRef:
     """What stage tasks hand each other: where a batch's table part is, not its rows."""
@@ -466,5 +496,6 @@ class PartRef:
     rows: int
     failures: tuple[tuple[str, str], ...] = ()
     cached: int = 0  # embeddings only: rows whose vector came from the cache
+    changed: tuple[str, ...] = ()  # documents only: files read as other bytes than planned
     seconds: float = 0.0  # the stage's own work on this batch (loading, splitting...)
     table_seconds: float = 0.0  # reading and writing its Parquet parts

@@ -12,9 +12,12 @@ receive the run's options.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
@@ -22,6 +25,7 @@ from tasks.config import LoaderOptions
 from tasks.discover import FileRef, unreadable_reason
 from tasks.documents import Document
 from tasks.errors import LoadError
+from tasks.failpoints import failpoint
 from tasks.load.encoding import Decoded, decode_text
 
 FILE_TYPES = frozenset({"text", "markdown", "pdf", "csv", "html", "json", "code"})
@@ -116,14 +120,35 @@ def file_metadata(file: FileRef, file_type: str) -> dict[str, Any]:
     }
 
 
+#: The sha256 of the bytes each file was read as (path -> hex), while :func:`recording_reads`.
+_reads: ContextVar[dict[str, str] | None] = ContextVar("docflow_reads", default=None)
+
+
+@contextmanager
+def recording_reads() -> Iterator[dict[str, str]]:
+    """Record the sha256 of what :func:`read_bytes` returns in the block, by file path.
+
+    Planning hashed each file; a file rewritten since (or while) is read as other bytes.
+    The batch loader compares the two, so the manifest records what was indexed.
+    """
+    reads: dict[str, str] = {}
+    token = _reads.set(reads)
+    try:
+        yield reads
+    finally:
+        _reads.reset(token)
+
+
 def read_bytes(file: FileRef, max_bytes: int | None = None) -> bytes:
     """Read a file's bytes; an unreadable or oversized file is a LoadError.
 
     The size is checked on the open file too, so a file that grew after discovery is
-    still refused without being read whole.
+    still refused without being read whole. The sha256 of the bytes read is recorded
+    (see :func:`recording_reads`).
     """
     if max_bytes is not None and file.size > max_bytes:
         raise LoadError(f"file too large: {file.size} bytes > limit {max_bytes}")
+    failpoint("load:before-read")
     try:
         with open(file.path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
@@ -135,6 +160,9 @@ def read_bytes(file: FileRef, max_bytes: int | None = None) -> bytes:
         raise LoadError(unreadable_reason(exc)) from exc
     if max_bytes is not None and len(data) > max_bytes:  # it grew while being read
         raise LoadError(f"file too large: more than {max_bytes} bytes")
+    reads = _reads.get()
+    if reads is not None:
+        reads[file.path] = hashlib.sha256(data).hexdigest()
     return data
 
 

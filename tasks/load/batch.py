@@ -17,7 +17,13 @@ from tasks.discover import FileRef, discover
 from tasks.documents import Document
 from tasks.errors import LoadError
 from tasks.failpoints import failpoint
-from tasks.load.base import Loader, configured, default_includes, loader_for
+from tasks.load.base import (
+    Loader,
+    configured,
+    default_includes,
+    loader_for,
+    recording_reads,
+)
 from tasks.tables import DocumentRow
 
 log = logging.getLogger(__name__)
@@ -38,13 +44,19 @@ def failed_row(file: FileRef, loader: str, reason: str) -> DocumentRow:
 
 
 def load_with(loader: Loader, file: FileRef, options: LoaderOptions) -> list[DocumentRow]:
-    """Load one file with ``loader``: one row per Document, or one failed row."""
+    """Load one file with ``loader``: one row per Document, or one failed row.
+
+    The rows carry the sha256 of the bytes the loader read, which differs from the planned
+    one when the file changed after planning (or while it was read): the manifest then
+    records what was indexed, and the next run sees the file as changed.
+    """
     if file.error is not None:  # discovery could not read it
         return [failed_row(file, loader.name, file.error)]
     try:
         if file.size > options.max_file_size:
             raise LoadError(f"file too large: {file.size} bytes > limit {options.max_file_size}")
-        docs = list(loader.load(file))
+        with recording_reads() as reads:
+            docs = list(loader.load(file))
         if not docs:
             raise LoadError("no documents")
     except LoadError as exc:
@@ -55,8 +67,12 @@ def load_with(loader: Loader, file: FileRef, options: LoaderOptions) -> list[Doc
     except Exception as exc:  # noqa: BLE001 - a loader's crash on one file is that file's failure
         log.debug("loader %s crashed on %s", loader.name, file.source, exc_info=True)
         return [failed_row(file, loader.name, f"loader error: {type(exc).__name__}: {exc}")]
+    sha = reads.get(file.path, file.sha256)
+    if sha != file.sha256:
+        log.debug("%s changed between planning and loading", file.source)
+        docs = [Document(d.page_content, {**d.metadata, "sha256": sha}) for d in docs]
     return [
-        DocumentRow(file.source, file.sha256, loader.name, "loaded", document=d, pages=len(docs))
+        DocumentRow(file.source, sha, loader.name, "loaded", document=d, pages=len(docs))
         for d in docs
     ]
 

@@ -30,6 +30,10 @@ def load_task(
     )
     written = time.perf_counter()
     failures = tuple((r.source, r.error or "") for r in rows if r.status == "failed")
+    planned = {f.source: f.sha256 for f in files}
+    changed = tuple(
+        sorted({r.source for r in rows if r.status == "loaded" and r.sha256 != planned[r.source]})
+    )
     get_run_logger().info(
         "batch %d: %d files -> %d documents, %d failed",
         batch,
@@ -42,6 +46,7 @@ def load_task(
         str(path),
         len(rows) - len(failures),
         failures,
+        changed=changed,
         seconds=loaded - started,
         table_seconds=written - loaded,
     )

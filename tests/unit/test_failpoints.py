@@ -88,3 +88,37 @@ def test_kill_action_sends_sigkill_to_the_process(
     )
     assert proc.returncode == returncode, proc.stderr
     assert proc.stdout.splitlines() == printed
+
+
+def test_a_hook_runs_at_its_point_only_inside_its_block() -> None:
+    calls: list[str] = []
+    with failpoints.on(POINT, lambda: calls.append("here")):
+        failpoint(POINT)
+        failpoint("somewhere:else")
+    failpoint(POINT)
+    assert calls == ["here"]
+
+
+def test_enospc_raises_the_error_of_a_full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    monkeypatch.setenv(ENV, f"{POINT}=enospc")
+    with pytest.raises(OSError) as info:
+        failpoint(POINT)
+    assert info.value.errno == errno.ENOSPC
+
+
+@pytest.mark.parametrize(
+    ("nth", "fires"),
+    [("", [1]), ("2", [2]), ("2+", [2, 3, 4]), ("*", [1, 2, 3, 4])],
+    ids=["first", "second", "from-second", "every"],
+)
+def test_which_hits_fire(nth: str, fires: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, f"{POINT}=raise" + (f"@{nth}" if nth else ""))
+    fired = []
+    for hit in range(1, 5):
+        try:
+            failpoint(POINT)
+        except FailpointError:
+            fired.append(hit)
+    assert fired == fires

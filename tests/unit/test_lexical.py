@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tasks import lexical
+from tasks.errors import StateError
 from tasks.lexical import LexicalIndex, database_name, database_path, match_expression
 
 DOCS = {
@@ -116,7 +116,7 @@ def test_the_index_persists_and_reopens_read_only(data_dir: Path, index: Lexical
     index.close()
     ro = LexicalIndex(database_path(data_dir, "docflow"), readonly=True)
     assert ro.ids() == set(DOCS)
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+    with pytest.raises(StateError, match="readonly"):
         ro.delete(["a"])
 
 

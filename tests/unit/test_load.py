@@ -333,3 +333,24 @@ def test_real_markdown_bad_zero_byte_file_fails_as_empty() -> None:
         [row] = load_file(ref_for(path))
         assert row.status == "failed"
         assert row.error is not None and row.error.startswith("empty file")
+
+
+def test_rows_carry_the_hash_of_the_bytes_read_not_the_one_planned(tmp_path: Path) -> None:
+    import hashlib
+
+    from tasks import failpoints
+    from tasks.load.batch import load_file
+
+    path = tmp_path / "notes.md"
+    path.write_text("# Notes\n\nThe whole text, as planned.\n", encoding="utf-8")
+    planned = ref_for(path)
+    [row] = load_file(planned)
+    assert row.sha256 == planned.sha256 == row.document.metadata["sha256"]  # type: ignore[union-attr]
+
+    rewritten = b"# Notes\n\nThe wh"
+    with failpoints.on("load:before-read", lambda: path.write_bytes(rewritten)):
+        [row] = load_file(planned)  # read after the plan hashed it, mid-rewrite
+    read = hashlib.sha256(rewritten).hexdigest()
+    assert row.sha256 == read != planned.sha256
+    assert row.document is not None and row.document.metadata["sha256"] == read
+    assert row.document.page_content == "# Notes\n\nThe wh"

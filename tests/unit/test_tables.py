@@ -410,3 +410,44 @@ def test_folded_urls_resolve_like_urls() -> None:
     assert _resolve("file:///tmp/t/x.parquet") == (None, "/tmp/t/x.parquet")
     assert _resolve(Path("relative/x.parquet")) == (None, "relative/x.parquet")
     assert _resolve("nosuchscheme://a/b") == (None, "nosuchscheme://a/b")
+
+
+def test_a_write_that_fails_for_want_of_space_names_the_file(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks import failpoints
+    from tasks.errors import StateError
+
+    monkeypatch.setenv(failpoints.ENV, "tables:write=enospc@*")
+    path = part_path(data_dir, "chunks", RUN_A, 0)
+    with pytest.raises(StateError) as info:
+        write_atomic(_one_col([1]), path)
+    assert str(info.value) == f"cannot write {path}: No space left on device"
+    assert list(path.parent.iterdir()) == []
+
+
+def test_runs_read_across_records_of_older_and_newer_releases(data_dir: Path) -> None:
+    write_run(data_dir, RUN_A, {"run_id": RUN_A, "collection": "c", "status": "completed"})
+    write_run(data_dir, RUN_B, {"run_id": RUN_B, "collection": "c", "warnings": ["w"]})
+    rows = read_table(data_dir, "runs").to_pylist()
+    assert [(r["run_id"], r.get("warnings")) for r in rows] == [(RUN_A, None), (RUN_B, '["w"]')]
+    assert read_table(data_dir, "runs", ["run_id"]).column_names == ["run_id"]
+
+
+def test_mark_interrupted_records_dead_running_runs_of_the_collection_only(
+    data_dir: Path,
+) -> None:
+    from tasks.tables import mark_interrupted
+
+    runs = {
+        RUN_A: {"collection": "c", "status": "running", "files_seen": 3},
+        RUN_B: {"collection": "c", "status": "completed"},
+        "20240103T000000-cccccc": {"collection": "other", "status": "running"},
+        "20240104T000000-dddddd": {"collection": "c", "status": "running"},  # this run
+    }
+    for run_id, row in runs.items():
+        write_run(data_dir, run_id, {"run_id": run_id, **row})
+    assert mark_interrupted(data_dir, "c", "20240104T000000-dddddd") == [RUN_A]
+    got = {r["run_id"]: r for r in read_table(data_dir, "runs").to_pylist()}
+    assert got[RUN_A]["status"] == "interrupted" and got[RUN_A]["files_seen"] == 3
+    assert [got[r]["status"] for r in runs][1:] == ["completed", "running", "running"]

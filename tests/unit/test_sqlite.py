@@ -1,0 +1,71 @@
+"""Unit tests for tasks/sqlite.py: damaged files, read-only opens, failed writes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tasks.cache import EmbeddingCache
+from tasks.errors import StateError
+from tasks.lexical import LexicalIndex
+from tasks.manifest import Manifest, serving_collection
+from tasks.sqlite import set_aside
+
+
+def test_a_garbage_file_is_a_state_error_naming_it_and_its_cure(tmp_path: Path) -> None:
+    for cls, cure in (
+        (Manifest, "docflow restore"),
+        (LexicalIndex, "rebuilds it from the vector store"),
+        (EmbeddingCache, "--drop-cache"),
+    ):
+        path = tmp_path / f"{cls.__name__}.db"
+        path.write_bytes(b"not a database at all " * 100)
+        with pytest.raises(StateError) as info:
+            cls(path)
+        assert str(path) in str(info.value) and cure in str(info.value)
+        assert "\n" not in str(info.value)
+
+
+def test_a_truncated_manifest_fails_the_integrity_check(data_dir: Path) -> None:
+    with Manifest.open(data_dir) as m:
+        m.db.execute("CREATE TABLE filler (x TEXT)")
+        m.db.executemany("INSERT INTO filler VALUES (?)", [("x" * 500,)] * 2000)
+    path = data_dir / "state.db"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(StateError, match="damaged"):  # at open, or at the integrity check
+        with Manifest.open(data_dir) as m:
+            m.check_integrity()
+
+
+def test_read_only_open_writes_nothing_and_falls_back_to_immutable(data_dir: Path) -> None:
+    with Manifest.open(data_dir) as m:
+        m.switch("docflow", "docflow--v20240101T000000-abcdef", "r1")
+    for extra in ("state.db-wal", "state.db-shm"):
+        (data_dir / extra).unlink(missing_ok=True)
+        (data_dir / extra).mkdir()  # WAL files cannot be created: a writable open fails
+    with pytest.raises(StateError):
+        Manifest.open(data_dir)
+    assert serving_collection(data_dir, "docflow") == "docflow--v20240101T000000-abcdef"
+    with Manifest(data_dir / "state.db", readonly=True) as ro, pytest.raises(sqlite3.Error):
+        ro.db.execute("DELETE FROM pointers")
+
+
+def test_a_write_that_fails_rolls_back_and_names_the_file(data_dir: Path) -> None:
+    with Manifest.open(data_dir) as m:
+        m.switch("docflow", "docflow", "r1")
+        with pytest.raises(StateError, match=f"cannot write {data_dir / 'state.db'}"):
+            with m._transaction() as db:
+                db.execute("UPDATE pointers SET run_id = 'r2'")
+                db.execute("INSERT INTO no_such_table VALUES (1)")
+        assert m.db.execute("SELECT run_id FROM pointers").fetchone()[0] == "r1"
+
+
+def test_set_aside_renames_the_file_and_drops_its_wal(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(b"x")
+    (tmp_path / "state.db-wal").write_bytes(b"w")
+    moved = set_aside(path)
+    assert moved.name.startswith("state.db.corrupt-") and moved.read_bytes() == b"x"
+    assert not path.exists() and not (tmp_path / "state.db-wal").exists()
