@@ -50,6 +50,7 @@ def _row(day: dt.date, future: Future[dict[str, Any]]) -> dict[str, Any]:
         "files_failed": s["files_failed"],
         "chunks_written": s["chunks_written"],
         "chunks_deleted": s["chunks_deleted"],
+        "warnings": s["warnings"],
     }
 
 

@@ -171,7 +171,12 @@ def ingest_options(fn: F) -> F:
             type=click.Choice(["page", "file"]),
             help="PDF: one document per page or per file [page].",
         ),
-        click.option("--strict", is_flag=True, default=None, help="Exit 3 if any file failed."),
+        click.option(
+            "--strict",
+            is_flag=True,
+            default=None,
+            help="Exit 3 if any file failed or the run warned (a glob that matched nothing...).",
+        ),
         click.option(
             "--full-refresh",
             is_flag=True,
@@ -201,8 +206,24 @@ def ingest_options(fn: F) -> F:
     return fn
 
 
+def _check_data_dir(data_dir: str | Path) -> None:
+    """Refuse a --data-dir that is a file (it would fail later with a traceback)."""
+    path = Path(data_dir)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--data-dir {path} is a file, not a folder")
+
+
 def _params(config_file: Path | None, overrides: dict[str, Any]) -> Any:
+    """Resolve and check the ingest settings before any flow starts.
+
+    Everything a run would only find out later is checked here, so a bad option is one
+    line and exit code 2, never a failed run with tracebacks: the folders, the globs, the
+    model (present on this machine), and the splitter (an LLM splitter needs its endpoint).
+    """
     from tasks.config import resolve_params
+    from tasks.discover import check_glob
+    from tasks.embed import check_model_available
+    from tasks.split.factory import build_splitter
 
     lists = {k: list(v) or None for k, v in overrides.items() if isinstance(v, tuple)}
     params = resolve_params(config_file, {**overrides, **lists})
@@ -214,6 +235,12 @@ def _params(config_file: Path | None, overrides: dict[str, Any]) -> Any:
             raise ConfigError(f"source folder not found: {root} (of {params.source_template})")
     elif not Path(params.source).is_dir():
         raise ConfigError(f"source folder not found: {params.source}")
+    _check_data_dir(params.data_dir)
+    for option, patterns in (("--include", params.include), ("--exclude", params.exclude)):
+        for pattern in patterns:
+            check_glob(pattern, option)
+    check_model_available(params.model)
+    build_splitter(params)  # the splitter's own checks (LLM endpoint, tokenizer)
     return params
 
 
@@ -247,12 +274,19 @@ class _Progress:
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    keys = [k for k in summary if k != "failures"]
+    keys = [k for k in summary if k not in ("failures", "warnings")]
     width = max(map(len, keys))
     for key in keys:
         click.echo(f"{key:<{width}}  {summary[key]}")
     for failure in summary["failures"]:
-        click.echo(f"failed  {failure['source']}: {failure['error']}")
+        click.echo(f"failed   {failure['source']}: {failure['error']}")
+    for warning in summary["warnings"]:
+        click.echo(f"warning  {warning}")
+
+
+def _strict_failure(summaries: list[dict[str, Any]]) -> bool:
+    """Return whether --strict turns the runs into exit code 3: a file failed, or a warning."""
+    return any(s.get("files_failed") or s.get("warnings") for s in summaries)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -289,7 +323,7 @@ def _run_flow(
         click.echo(json.dumps(summary, ensure_ascii=False))
     else:
         _print_summary(summary)
-    if params.strict and summary["files_failed"]:
+    if params.strict and _strict_failure([summary]):
         raise click.exceptions.Exit(EXIT_STRICT)
 
 
@@ -352,6 +386,7 @@ def clear(
 
     _hide_run_failures()
     with _errors_to_exit_codes():
+        _check_data_dir(data_dir)
         result = clear_flow(
             ClearParams(
                 data_dir=data_dir,
@@ -390,6 +425,7 @@ def restore(
 
     _hide_run_failures()
     with _errors_to_exit_codes():
+        _check_data_dir(data_dir)
         result = restore_flow(
             CollectionParams(
                 data_dir=data_dir,
@@ -471,6 +507,7 @@ def query(
     from tasks.config import resolve_query_params
 
     with _errors_to_exit_codes():
+        _check_data_dir(data_dir)
         settings = resolve_query_params(
             config_file, {"retrieval": retrieval, "dense_weight": dense_weight}
         )
@@ -528,6 +565,7 @@ def inspect(
     from tasks.tables import use_tables_url
 
     with _errors_to_exit_codes():
+        _check_data_dir(data_dir)
         use_tables_url(Path(data_dir), tables_url)
         info = inspect_data(Path(data_dir), collection, host=chroma_host, port=chroma_port)
     if as_json:
@@ -545,8 +583,11 @@ def inspect(
     )
     for run in info["runs"]:
         click.echo(
-            f"  run {run['run_id']}: {run['files_seen']} files, {run['chunks_written']} chunks, "
-            f"{run['files_failed']} failed, {run['seconds']} s"
+            f"  run {run['run_id']}  {run['collection']}  {run.get('mode', '')}  "
+            f"{run['status']}: {run.get('files_seen', 0)} files, "
+            f"{run.get('chunks_written', 0)} chunks written, {run.get('files_failed', 0)} failed, "
+            f"{len(run.get('warnings') or [])} warnings, {run.get('seconds', 0)} s"
+            + (f"; error: {run['error']}" if run.get("error") else "")
         )
 
 
@@ -676,10 +717,16 @@ def backfill(
         if not params.source_template:
             raise ConfigError("backfill needs --source-template, e.g. 'landing/{date:%Y-%m-%d}/'")
         from flows.backfill import backfill as run
-        from tasks.config import BackfillParams
+        from tasks.config import BackfillParams, validated
 
-        spec = BackfillParams(
-            start=start.date(), end=end.date(), max_parallel=max_parallel, ingest=params
+        spec = validated(
+            BackfillParams,
+            {
+                "start": start.date(),
+                "end": end.date(),
+                "max_parallel": max_parallel,
+                "ingest": params,
+            },
         )
         _hide_run_failures()
         with runtime.dask_env(address), runtime.api_for_workers(address):
@@ -691,9 +738,11 @@ def backfill(
             click.echo(
                 f"{row['date']}  {row['status']}  {row['files_seen']} files, "
                 f"{row['files_new'] + row['files_changed']} new or changed, "
-                f"{row['chunks_written']} chunks written"
+                f"{row['chunks_written']} chunks written, {row['files_failed']} failed"
             )
-    if params.strict and any(r["files_failed"] for r in result["partitions"]):
+            for warning in row["warnings"]:
+                click.echo(f"  warning  {warning}")
+    if params.strict and _strict_failure(result["partitions"]):
         raise click.exceptions.Exit(EXIT_STRICT)
 
 

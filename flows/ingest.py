@@ -18,19 +18,19 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.futures import PrefectFuture
 
-from flows import artifacts, progress, runtime
+from flows import artifacts, narrative, progress, runtime
 from flows.guard import collection_guard
 from tasks.config import IngestParams
 from tasks.consistency import open_index_task
 from tasks.discover import plan_task
 from tasks.embed import embed_task
-from tasks.errors import StateError
-from tasks.load import default_includes
+from tasks.errors import DocflowError, StateError
 from tasks.load.task import load_task
 from tasks.manifest import Manifest
+from tasks.partitions import partition_folder
 from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
 from tasks.store import record_fingerprint_task
@@ -91,9 +91,12 @@ def run_ingest(
     write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
     try:
         extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)
-    except BaseException:
+    except BaseException as exc:
         summary.status = "failed"
         summary.seconds = round(time.perf_counter() - started, 3)
+        extra["error"] = (
+            str(exc) if isinstance(exc, DocflowError) else f"{type(exc).__name__}: {exc}"
+        )
         # the run's own error is the one to report; if even its record cannot be written
         # (a full disk), the next run of the collection marks it interrupted
         with suppress(StateError):
@@ -109,11 +112,12 @@ def _stages(
     params: IngestParams, ctx: RunContext, summary: RunSummary, full_refresh: bool
 ) -> list[str]:
     """Run the batches and deletions; return the sources deleted from the collection."""
+    log = get_run_logger()
     summary.warnings.extend(open_index_task(ctx).warnings)
     planning = time.perf_counter()
     plan = plan_task(
         params.source,
-        params.include or default_includes(),
+        params.include,
         params.exclude,
         params.include_hidden,
         params.batch_files,
@@ -123,11 +127,14 @@ def _stages(
         ctx.fingerprint,
         full_refresh,
         params.sample_size,
+        _partition(params),
     )
     summary.add_stage("plan", time.perf_counter() - planning)
     summary.files_seen, summary.files_new = plan.files_seen, plan.new
     summary.files_changed, summary.files_unchanged = plan.changed, plan.unchanged
-    summary.files_deleted = len(plan.deleted)
+    summary.files_retried, summary.files_deleted = plan.retried, len(plan.deleted)
+    summary.warnings.extend(plan.warnings)
+    narrative.planned(log, plan)
 
     stages: list[Stage] = []
     previous: list[PrefectFuture[Any]] = []
@@ -143,18 +150,8 @@ def _stages(
     for done, (loaded, chunks, vectors) in enumerate(stages, start=1):
         synced = store_task(ctx, loaded, chunks, vectors)  # type: ignore[call-overload]
         docs, split, embedded = loaded.result(), chunks.result(), vectors.result()
-        _add_stage_times(summary, docs, split, embedded, synced)
-        summary.add_failures(docs.failures)
-        summary.files_changed_during_run += len(docs.changed)
-        summary.warnings.extend(
-            f"{source}: changed while the run read it; indexed as read, the next run reads it again"
-            for source in docs.changed
-        )
-        summary.documents += docs.rows
-        summary.chunks_embedded += embedded.rows - embedded.cached
-        summary.chunks_from_cache += embedded.cached
-        summary.chunks_written += synced.written
-        summary.chunks_deleted += synced.deleted
+        _add_batch(summary, docs, split, embedded, synced)
+        narrative.stored(log, done, len(stages), docs, embedded, synced)
         runtime.release_memory()  # what the batch freed goes back, not into arenas
         progress.report(done, len(stages))
     if plan.deleted:
@@ -162,7 +159,33 @@ def _stages(
     record_fingerprint_task(
         ctx.data_dir, ctx.physical, ctx.fingerprint, ctx.chroma_host, ctx.chroma_port
     )
+    narrative.noticed(log, summary.warnings)
     return list(plan.deleted)
+
+
+def _partition(params: IngestParams) -> str | None:
+    """Return the partition folder of a partitioned run (relative to its source), else None."""
+    if params.source_template and params.partition_date:
+        return partition_folder(params.source_template, params.partition_date)
+    return None
+
+
+def _add_batch(
+    summary: RunSummary, docs: PartRef, split: PartRef, embedded: PartRef, synced: SyncResult
+) -> None:
+    """Add one stored batch's counts, failures and files read mid-rewrite to the summary."""
+    _add_stage_times(summary, docs, split, embedded, synced)
+    summary.add_failures(docs.failures)
+    summary.files_changed_during_run += len(docs.changed)
+    summary.warnings.extend(
+        f"{source}: changed while the run read it; indexed as read, the next run reads it again"
+        for source in docs.changed
+    )
+    summary.documents += docs.rows
+    summary.chunks_embedded += embedded.rows - embedded.cached
+    summary.chunks_from_cache += embedded.cached
+    summary.chunks_written += synced.written
+    summary.chunks_deleted += synced.deleted
 
 
 def _add_stage_times(
@@ -203,4 +226,5 @@ def ingest(params: IngestParams | None = None) -> dict[str, Any]:
         with artifacts.published(summary, ctx.data_dir):  # failed runs publish too
             with artifacts.track_progress(params.collection):
                 run_ingest(params, ctx, summary, params.full_refresh)
+    narrative.finished(get_run_logger(), summary)
     return summary.to_dict()

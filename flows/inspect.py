@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,19 @@ def _lexical_count(data_dir: Path, physical: str) -> int | None:
         return words.count()
 
 
+#: Columns of the runs table that hold JSON (lists and dicts are stored as text).
+JSON_COLUMNS = ("stage_seconds", "failures", "warnings", "deleted_sources")
+
+
+def _decoded(run: dict[str, Any]) -> dict[str, Any]:
+    """Return a runs row with its JSON columns as objects again (for ``--json``)."""
+    out = dict(run)
+    for key in JSON_COLUMNS:
+        if isinstance(out.get(key), str):
+            out[key] = json.loads(out[key])
+    return out
+
+
 def inspect_data(
     data_dir: Path,
     collection: str,
@@ -30,7 +44,7 @@ def inspect_data(
     host: str | None = None,
     port: int = 8000,
 ) -> dict[str, Any]:
-    """Return counts and sizes of every table, the collection count and the last runs."""
+    """Return counts and sizes of every table, the collection and its last runs (newest first)."""
     tables = {}
     for name in TABLES:
         sizes = part_sizes(data_dir, name)
@@ -51,9 +65,11 @@ def inspect_data(
         }
     except StoreError:
         info = {"name": collection, "count": 0, "missing": True}
-    runs = read_table(data_dir, "runs")
-    recent = runs.to_pylist()[-last_runs:] if runs.num_rows else []
-    recent.sort(key=lambda r: str(r.get("run_id")), reverse=True)
+    runs = [
+        r for r in read_table(data_dir, "runs").to_pylist() if r.get("collection") == collection
+    ]
+    runs.sort(key=lambda r: str(r.get("run_id")), reverse=True)
+    recent = [_decoded(r) for r in runs[:last_runs]]
     return {
         "data_dir": str(data_dir),
         "tables_url": tables_url(data_dir),

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
-from flows import artifacts, runtime
+from flows import artifacts, narrative, runtime
 from flows.guard import collection_guard
 from flows.ingest import make_context, new_summary, run_ingest
 from tasks.admin import (
@@ -55,6 +55,7 @@ def reingest(params: IngestParams | None = None) -> dict[str, Any]:
             failpoint("reingest:before-switch")
             switch_task(ctx.data_dir, params.collection, physical, run_id)
             drop_versions_task(ctx.data_dir, params.collection, physical, host, port)
+    narrative.finished(get_run_logger(), summary)
     return summary.to_dict()
 
 

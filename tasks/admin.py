@@ -59,6 +59,13 @@ def versions(data_dir: Path, name: str, host: str | None = None, port: int = 800
     return sorted(n for n in collection_names(client) if is_version_of(name, n))
 
 
+def logical_names(data_dir: Path, host: str | None = None, port: int = 8000) -> list[str]:
+    """Return the collection names users know (versions folded into their name), sorted."""
+    client = make_client(path=data_dir / "chroma", host=host, port=port)
+    suffix = re.compile(r"--v\d{8}T\d{6}-[0-9a-f]{6}\Z")
+    return sorted({suffix.sub("", n) for n in collection_names(client)})
+
+
 def drop_versions(
     data_dir: Path, name: str, keep: str | None, host: str | None = None, port: int = 8000
 ) -> list[str]:

@@ -7,11 +7,12 @@ field descriptions become the form the Prefect UI renders for a run.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import hashlib
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -178,7 +179,11 @@ class IngestParams(BaseModel):
     batch_bytes: int = Field(
         8_000_000, gt=0, description="At most about this many bytes of files per batch."
     )
-    strict: bool = Field(False, description="Treat files that fail to load as a failed run.")
+    strict: bool = Field(
+        False,
+        description="CLI: exit 3 when a file fails to load or the run warns (a glob that "
+        "matched nothing, a missing partition folder, a repair).",
+    )
     full_refresh: bool = Field(
         False, description="Reprocess every file, changed or not (still idempotent)."
     )
@@ -373,7 +378,7 @@ def resolve_query_params(
     merged.update({k: v for k, v in table.items() if k in QueryParams.model_fields})
     merged.update(_from_env(env, QueryParams.model_fields))
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return _validated(QueryParams, merged)
+    return validated(QueryParams, merged)
 
 
 def resolve_params(
@@ -392,17 +397,44 @@ def resolve_params(
     merged.update(_from_file(config_file, "ingest"))
     merged.update(_from_env(env, {**IngestParams.model_fields, **LoaderOptions.model_fields}))
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return _validated(IngestParams, merged)
+    return validated(IngestParams, merged)
 
 
-def _validated(model: type[_Model], values: Mapping[str, Any]) -> _Model:
-    """Return ``model(**values)``; a ValidationError becomes a one-line ConfigError."""
+def validated(model: type[_Model], values: Mapping[str, Any]) -> _Model:
+    """Return ``model(**values)``; a ValidationError becomes a one-line ConfigError.
+
+    An unknown key names the closest known one ("unknown setting 'chunk_sise' (did you
+    mean 'chunk_size'?)"); any other error names the setting and what is wrong with it.
+    """
     try:
         return model(**values)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "options"
-        raise ConfigError(f"invalid {where}: {err['msg']}") from exc
+        raise ConfigError(describe(exc, model)) from exc
+
+
+def describe(exc: ValidationError, model: type[BaseModel]) -> str:
+    """Return the first error of a ValidationError as one line for a person."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        known = _fields_at(model, [str(p) for p in err["loc"][:-1]])
+        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown setting {where!r}{hint}"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return f"invalid {where}: {message}" if where else message
+
+
+def _fields_at(model: type[BaseModel], path: Sequence[str]) -> list[str]:
+    """Return the field names of the model at ``path`` (nested models), and loader fields."""
+    fields: Mapping[str, Any] = model.model_fields
+    for name in path:
+        annotation = fields[name].annotation if name in fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        fields = annotation.model_fields
+    extra = LoaderOptions.model_fields if model is IngestParams and not path else {}
+    return [*fields, *extra]
 
 
 class CollectionParams(BaseModel):

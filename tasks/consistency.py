@@ -134,7 +134,7 @@ def check(
 
 
 # --- Prefect edge ---
-from prefect import get_run_logger, task  # noqa: E402
+from prefect import task  # noqa: E402
 
 from tasks.runs import RunContext  # noqa: E402
 from tasks.store import STORE_RETRIES, retry_transient  # noqa: E402
@@ -156,7 +156,4 @@ def open_index_task(ctx: RunContext) -> Checked:
     words = open_lexical(data_dir, ctx.physical, opened)
     with Index(store, words) as index, Manifest.open(data_dir) as manifest:
         checked = check(index, manifest, data_dir, ctx.collection, ctx.run_id)
-    checked = replace(checked, warnings=(*opened, *checked.warnings))
-    for line in checked.warnings:
-        get_run_logger().warning("%s", line)
-    return checked
+    return replace(checked, warnings=(*opened, *checked.warnings))  # the flow logs them

@@ -47,6 +47,48 @@ class FileRef:
         return Path(self.source).suffix.lower()
 
 
+def check_glob(pattern: str, option: str = "--include") -> None:
+    """Raise ConfigError for a pattern that cannot mean what it says.
+
+    Glob libraries read a malformed pattern as literal text (``[`` matches a file named
+    "["), so a typo would silently select nothing: an empty pattern, an unclosed ``[`` set
+    (write ``[[]`` for a literal bracket) or a trailing escape is refused.
+    """
+    if not pattern.strip():
+        raise ConfigError(f"{option} pattern is empty")
+    i, depth_start = 0, -1
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            if i == len(pattern) - 1:
+                raise ConfigError(f"invalid {option} pattern {pattern!r}: it ends with '\\'")
+            i += 2
+            continue
+        if char == "[" and depth_start < 0:
+            depth_start = i
+            i += 2 if pattern[i + 1 : i + 2] in ("!", "^") else 1
+            i += 1 if pattern[i : i + 1] == "]" else 0  # "[]]" has "]" as a member
+            continue
+        if char == "]" and depth_start >= 0:
+            depth_start = -1
+        elif char == "/" and depth_start >= 0:
+            break  # a set never spans folders
+        i += 1
+    if depth_start >= 0:
+        raise ConfigError(
+            f"invalid {option} pattern {pattern!r}: '[' at {depth_start} is never closed "
+            "(write '[[]' for a literal '[')"
+        )
+
+
+def unmatched(files: Sequence[FileRef], patterns: Sequence[str]) -> list[str]:
+    """Return the patterns that select none of ``files`` (a typo, or an empty partition)."""
+    sources = [f.source for f in files]
+    return [
+        p for p in patterns if not any(wglob.globmatch(s, p, flags=_GLOB_FLAGS) for s in sources)
+    ]
+
+
 def file_sha256(path: Path) -> str:
     """Return the sha256 of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()
@@ -184,6 +226,7 @@ class Changes:
     changed: int
     unchanged: int
     deleted: list[str]  # sources in scope that are gone
+    retried: int = 0  # unchanged files whose last attempt failed or was interrupted
 
 
 def in_scope(
@@ -208,39 +251,45 @@ def classify(
     """Compare discovered files with their manifest rows.
 
     A file is unchanged when its sha256 and content fingerprint match a row whose status
-    is "done"; rows that are pending (a crashed batch) or failed are retried. A row of the
-    same root that the globs select but that was not discovered is deleted; a file
-    discovered with an ``error`` is always to do (it loads as a failed row, keeping its
-    committed chunks); rows outside
-    the scope (another root, other globs) are left alone, so partitions of one collection
-    can be ingested separately.
+    is "done". A file whose last attempt failed (bytes as they were then) or was
+    interrupted (a "pending" row: a crashed batch, or chunks the store lost) and that has
+    not changed since is *retried*; one that changed since is changed. A row of the same
+    root that the globs select but that was not discovered is deleted; a file discovered
+    with an ``error`` is always to do (it loads as a failed row, keeping its committed
+    chunks); rows outside the scope (another root, other globs) are left alone, so
+    partitions of one collection can be ingested separately.
     """
     todo: list[FileRef] = []
-    new = changed = unchanged = 0
+    new = changed = unchanged = retried = 0
     for f in files:
         state = known.get(f.source)
-        if f.error is not None:
-            new, changed = (new + 1, changed) if state is None else (new, changed + 1)
-            todo.append(f)
-        elif state is None:
+        if state is None:
             new += 1
-            todo.append(f)
+        elif f.error is not None:
+            changed += 1
+        elif state.status == "failed":
+            if f.sha256 == state.attempt_sha256:
+                retried += 1
+            else:
+                changed += 1
         elif state.sha256 != f.sha256 or state.fingerprint != fingerprint:
             changed += 1
-            todo.append(f)
+        elif state.status != "done":
+            retried += 1
         else:
             unchanged += 1
-            if full_refresh or state.status != "done":
-                todo.append(f)
+            if not full_refresh:
+                continue
+        todo.append(f)
     seen = {f.source for f in files}
     deleted = sorted(
         s for s, state in known.items() if s not in seen and state.root == root and scope(s)
     )
-    return Changes(todo, new, changed, unchanged, deleted)
+    return Changes(todo, new, changed, unchanged, deleted, retried)
 
 
 # --- Prefect edge ---
-from prefect import get_run_logger, task  # noqa: E402
+from prefect import task  # noqa: E402
 
 from tasks.manifest import Manifest  # noqa: E402
 
@@ -255,6 +304,13 @@ class Plan:
     changed: int
     unchanged: int
     deleted: list[str]
+    retried: int = 0
+    warnings: tuple[str, ...] = ()
+
+
+def missing_source_warning(root: Path) -> str:
+    """Return the warning of a run whose source folder does not exist (nothing deleted)."""
+    return f"source folder {root} does not exist: nothing to ingest, nothing deleted"
 
 
 @task(name="plan")
@@ -270,13 +326,29 @@ def plan_task(
     fingerprint: str,
     full_refresh: bool,
     sample_size: int | None = None,
+    partition: str | None = None,
 ) -> Plan:
     """Discover the files, compare them with the manifest and batch the work.
 
-    A sample run (``sample_size``) deletes nothing: the files it did not look at are not gone.
+    ``include`` empty means every type docflow loads; a pattern the user gave that selects
+    no file is a warning (a typo). A missing source folder, or a missing ``partition``
+    folder under it (a day that has not landed), is a warning too, and the run then plans
+    nothing and deletes nothing. A sample run (``sample_size``) deletes nothing: the files
+    it did not look at are not gone.
     """
+    from tasks.load import default_includes
+
     root = Path(source)
-    files = discover(root, include, exclude, include_hidden, sample_size)
+    folder = root / partition if partition else root
+    if not folder.is_dir():
+        return Plan([], 0, 0, 0, 0, [], warnings=(missing_source_warning(folder),))
+    defaults = default_includes()
+    patterns = include or defaults
+    files = discover(root, patterns, exclude, include_hidden, sample_size)
+    given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
+    warnings = tuple(
+        f"--include {p!r} matched no file under {root}" for p in unmatched(files, given)
+    )
     with Manifest.open(Path(data_dir)) as manifest:
         known = manifest.files(physical, ids=False)  # the plan needs no chunk ids
     changes = classify(
@@ -284,22 +356,17 @@ def plan_task(
         known,
         str(root.resolve()),
         fingerprint,
-        lambda s: sample_size is None and in_scope(s, include, exclude, include_hidden),
+        lambda s: sample_size is None and in_scope(s, patterns, exclude, include_hidden),
         full_refresh,
     )
     batches = plan_batches(changes.todo, batch_files, batch_bytes)
-    get_run_logger().info(
-        "%d files (%d unreadable): %d new, %d changed, %d unchanged, %d deleted; "
-        "%d to process in %d batches",
+    return Plan(
+        batches,
         len(files),
-        sum(f.error is not None for f in files),
         changes.new,
         changes.changed,
         changes.unchanged,
-        len(changes.deleted),
-        len(changes.todo),
-        len(batches),
-    )
-    return Plan(
-        batches, len(files), changes.new, changes.changed, changes.unchanged, changes.deleted
+        changes.deleted,
+        changes.retried,
+        warnings,
     )

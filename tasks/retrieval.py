@@ -194,9 +194,10 @@ class Retriever:
         """Open the serving collection's vector store and lexical index.
 
         Raises:
-            ConfigError: For an unknown method or a bad weight.
-            StoreError: If the collection does not exist, or a lexical ranking is asked
-                of a collection without a lexical index.
+            ConfigError: For an unknown method or a bad weight, or a collection that does
+                not exist (naming those that do).
+            StoreError: If a lexical ranking is asked of a collection without a lexical
+                index.
 
         """
         check_retrieval(retrieval, dense_weight)
@@ -205,6 +206,13 @@ class Retriever:
         data = Path(data_dir)
         self.physical = _serving(data, collection, host, port)
         self.store = ChromaStore.open(data, self.physical, host, port)
+        if not self.store.exists():
+            from tasks.admin import logical_names
+
+            where = f"{host}:{port}" if host else str(data / "chroma")
+            names = logical_names(data, host, port)
+            have = f"it has {', '.join(names)}" if names else "it has none yet: run docflow ingest"
+            raise ConfigError(f"collection {collection!r} not found in {where}; {have}")
         model = (self.store.collection().metadata or {}).get("embedding_model")
         if not model:
             raise StoreError(f"collection {collection!r} records no embedding model")

@@ -47,6 +47,8 @@ class RunSummary:
     files_new: int = 0
     files_changed: int = 0
     files_unchanged: int = 0
+    #: Unchanged files processed again because their last attempt failed or was cut short.
+    files_retried: int = 0
     files_deleted: int = 0
     files_failed: int = 0
     #: Files read as other bytes than planning hashed (rewritten during the run): indexed as

@@ -48,10 +48,14 @@ class SQLiteFile:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=FULL")  # durable before the next step
             self.db.executescript(self.SCHEMA)
+            self.migrate()
         except sqlite3.DatabaseError as exc:
             raise StateError(self.damaged(exc)) from exc
         except OSError as exc:
             raise StateError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
+
+    def migrate(self) -> None:
+        """Bring a file an earlier release wrote up to :attr:`SCHEMA` (columns it lacks)."""
 
     def _connect_readonly(self) -> sqlite3.Connection:
         """Connect read-only, or else read the file as immutable.

@@ -55,12 +55,12 @@ def commit_batch(
     for c in chunks:
         new_ids[c.source].add(c.chunk_id)
     loaded: dict[str, str] = {}
-    failed: dict[str, str] = {}
+    failed: dict[str, tuple[str, str]] = {}  # source -> (error, sha256 of the failed bytes)
     for r in rows:
         if r.status == "loaded":
             loaded[r.source] = r.sha256
         else:
-            failed[r.source] = r.error or "failed"
+            failed[r.source] = (r.error or "failed", r.sha256)
     done = [
         FileUpdate(s, ctx.root, sha, ctx.fingerprint, "done", tuple(sorted(new_ids[s])))
         for s, sha in loaded.items()
@@ -77,7 +77,10 @@ def commit_batch(
     deleted = store.delete(stale)
     failpoint("manifest:before-commit")
     manifest.commit(
-        ctx.physical, ctx.run_id, done, failed=[(s, ctx.root, error) for s, error in failed.items()]
+        ctx.physical,
+        ctx.run_id,
+        done,
+        failed=[(s, ctx.root, error, sha) for s, (error, sha) in failed.items()],
     )
     failpoint("manifest:after-commit")
     return SyncResult(written, deleted)

@@ -120,12 +120,12 @@ def test_usage_errors_exit_2_with_one_line(
     assert len(lines) == 1 and lines[0].startswith("docflow: error: ") and message in lines[0]
 
 
-def test_query_without_index_fails_with_exit_1(
+def test_query_without_index_is_a_usage_error_that_says_to_ingest(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     code, _, err = run_cli(capsys, "query", "anything", "--data-dir", str(tmp_path / "empty"))
-    assert code == 1
-    assert "does not exist: run docflow ingest" in err
+    assert code == 2
+    assert "collection 'docflow' not found" in err and "none yet: run docflow ingest" in err
 
 
 def test_console_script_end_to_end(tiny_corpus: Path, tmp_path: Path) -> None:

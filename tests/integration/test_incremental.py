@@ -32,6 +32,7 @@ from tasks.lexical import LexicalIndex, database_path, physical_names
 from tasks.manifest import Manifest, serving_collection
 from tasks.store import ChromaStore
 from tasks.tables import read_table
+from tests.cli_subprocess import docflow
 from tests.conftest import REPO, SAMPLE
 
 
@@ -131,18 +132,7 @@ def test_splitter_change_resplits_every_file(corpus: Path, tmp_path: Path) -> No
 
 def _cli_subprocess(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run ``python -m flows`` against the harness's Prefect server (no temporary server)."""
-    from prefect.settings import PREFECT_API_URL
-
-    env = {**os.environ, **env_extra, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-    return subprocess.run(
-        [sys.executable, "-m", "flows", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=600,
-        check=False,
-    )
+    return docflow(*args, env=env_extra)
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +23,8 @@ from tasks.config import IngestParams
 from tasks.manifest import Manifest, serving_collection
 from tasks.store import ChromaStore
 from tasks.tables import read_table
-from tests.conftest import REPO, SAMPLE
+from tests.cli_subprocess import docflow, one_error_line
+from tests.conftest import SAMPLE
 from tests.integration.test_incremental import snapshot
 
 TORN = "swarm-management.md"
@@ -37,29 +36,7 @@ def params(source: Path, data_dir: Path, **kw: object) -> IngestParams:
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python -m flows ...`` against the harness's Prefect server."""
-    from prefect.settings import PREFECT_API_URL
-
-    full = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value()), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "flows", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        cwd=REPO,
-        timeout=600,
-        check=False,
-    )
-
-
-def one_error_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
-    """Return the one ``docflow: error:`` line, checking it names each of ``needles``."""
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("docflow: error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    assert " | ERROR " not in proc.stderr, proc.stderr[-3000:]  # no Prefect failure reports
-    for needle in needles:
-        assert needle in errors[0], errors[0]
-    return errors[0]
+    return docflow(*args, env=env)
 
 
 @pytest.fixture

@@ -25,8 +25,9 @@ def state(
     fingerprint: str = FP,
     status: str = "done",
     root: str = ROOT,
+    attempt: str = "",
 ) -> FileState:
-    return FileState(source, root, sha, fingerprint, status, None, ("c1",), (), "run-0")
+    return FileState(source, root, sha, fingerprint, status, None, ("c1",), (), "run-0", attempt)
 
 
 def scope(include: list[str] = INCLUDE, exclude: list[str] | None = None) -> Callable[[str], bool]:
@@ -36,33 +37,61 @@ def scope(include: list[str] = INCLUDE, exclude: list[str] | None = None) -> Cal
 @pytest.mark.parametrize(
     ("known", "full_refresh", "todo", "counts"),
     [
-        pytest.param(None, False, True, (1, 0, 0), id="new"),
-        pytest.param(state("a.md", sha="sha-0"), False, True, (0, 1, 0), id="sha-differs"),
-        pytest.param(state("a.md", fingerprint="fp-0"), False, True, (0, 1, 0), id="fp-differs"),
-        pytest.param(state("a.md"), False, False, (0, 0, 1), id="unchanged"),
-        pytest.param(state("a.md", status="pending"), False, True, (0, 0, 1), id="pending-retry"),
-        pytest.param(state("a.md", status="failed"), False, True, (0, 0, 1), id="failed-retry"),
-        pytest.param(state("a.md"), True, True, (0, 0, 1), id="full-refresh-unchanged"),
-        pytest.param(state("a.md", sha="sha-0"), True, True, (0, 1, 0), id="full-refresh-changed"),
+        pytest.param(None, False, True, (1, 0, 0, 0), id="new"),
+        pytest.param(state("a.md", sha="sha-0"), False, True, (0, 1, 0, 0), id="sha-differs"),
+        pytest.param(state("a.md", fingerprint="fp-0"), False, True, (0, 1, 0, 0), id="fp-differs"),
+        pytest.param(state("a.md"), False, False, (0, 0, 1, 0), id="unchanged"),
+        pytest.param(
+            state("a.md", status="pending"), False, True, (0, 0, 0, 1), id="pending-retry"
+        ),
+        pytest.param(
+            state("a.md", status="pending", sha="sha-0"),
+            False,
+            True,
+            (0, 1, 0, 0),
+            id="pending-and-changed",
+        ),
+        pytest.param(
+            state("a.md", status="failed", sha="", attempt="sha-1"),
+            False,
+            True,
+            (0, 0, 0, 1),
+            id="failed-retry",
+        ),
+        pytest.param(
+            state("a.md", status="failed", attempt="sha-0"),
+            False,
+            True,
+            (0, 1, 0, 0),
+            id="failed-then-changed",
+        ),
+        pytest.param(state("a.md"), True, True, (0, 0, 1, 0), id="full-refresh-unchanged"),
+        pytest.param(
+            state("a.md", sha="sha-0"), True, True, (0, 1, 0, 0), id="full-refresh-changed"
+        ),
     ],
 )
 def test_classify_one_file(
-    known: FileState | None, full_refresh: bool, todo: bool, counts: tuple[int, int, int]
+    known: FileState | None, full_refresh: bool, todo: bool, counts: tuple[int, int, int, int]
 ) -> None:
     f = ref("a.md")
     rows = {"a.md": known} if known else {}
     changes = classify([f], rows, ROOT, FP, scope(), full_refresh=full_refresh)
     assert changes.todo == ([f] if todo else [])
-    assert (changes.new, changes.changed, changes.unchanged) == counts
+    assert (changes.new, changes.changed, changes.unchanged, changes.retried) == counts
     assert changes.deleted == []
 
 
 def test_classify_keeps_discovery_order_in_todo() -> None:
     files = [ref("a.md"), ref("b.md", sha="new"), ref("c.md"), ref("d.md")]
-    known = {"b.md": state("b.md"), "c.md": state("c.md"), "d.md": state("d.md", status="failed")}
+    known = {
+        "b.md": state("b.md"),
+        "c.md": state("c.md"),
+        "d.md": state("d.md", status="failed", attempt="sha-1"),
+    }
     changes = classify(files, known, ROOT, FP, scope())
     assert [f.source for f in changes.todo] == ["a.md", "b.md", "d.md"]
-    assert (changes.new, changes.changed, changes.unchanged) == (1, 1, 2)
+    assert (changes.new, changes.changed, changes.unchanged, changes.retried) == (1, 1, 1, 1)
 
 
 def test_deleted_only_for_rows_of_this_root_in_scope() -> None:

@@ -227,3 +227,35 @@ def test_non_utf8_config_file_raises_config_error(tmp_path: Path) -> None:
 def test_config_path_that_is_a_folder_raises_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         resolve_params(tmp_path, environ={})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("chunk_sise = 3\n", "unknown setting 'chunk_sise' (did you mean 'chunk_size'?)"),
+        ("pdf_mod = 'file'\n", "unknown setting 'pdf_mod' (did you mean 'pdf_mode'?)"),
+        ("[ingest.loaders]\ncsv_delimeter = ';'\n", "did you mean 'csv_delimiter'?"),
+        ("zzzz = 1\n", "unknown setting 'zzzz'"),
+    ],
+)
+def test_an_unknown_setting_names_the_closest_known_one(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    from tasks.config import resolve_params
+
+    config = tmp_path / "docflow.toml"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        resolve_params(config, environ={})
+    assert message in str(info.value)
+
+
+def test_a_backfill_range_error_is_one_plain_line() -> None:
+    from tasks.config import BackfillParams, validated
+
+    with pytest.raises(ConfigError) as info:
+        validated(
+            BackfillParams,
+            {"start": "2024-01-05", "end": "2024-01-01", "ingest": {"source_template": "x/{date}"}},
+        )
+    assert str(info.value) == "end 2024-01-01 is before start 2024-01-05"

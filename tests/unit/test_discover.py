@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -343,3 +344,37 @@ def test_unreadable_file_becomes_a_failed_row_and_the_batch_loads(
         ("b.md", "failed", "unreadable: permission denied"),
         ("c.md", "loaded", None),
     ]
+
+
+@pytest.mark.parametrize(
+    "pattern", ["**/*.md", "a[bc]d.txt", "[!a]x", "[]]", "a\\[b", "**/[a-z]*.md", "!drafts/**"]
+)
+def test_well_formed_globs_pass(pattern: str) -> None:
+    from tasks.discover import check_glob
+
+    check_glob(pattern)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("[", "'[' at 0 is never closed"),
+        ("docs/[a-z.md", "'[' at 5 is never closed"),
+        ("a[b/c]", "never closed"),
+        ("notes\\", "it ends with '\\'"),
+        ("  ", "is empty"),
+    ],
+)
+def test_malformed_globs_are_config_errors(pattern: str, reason: str) -> None:
+    from tasks.discover import check_glob
+
+    with pytest.raises(ConfigError, match=re.escape(reason)):
+        check_glob(pattern, "--exclude")
+
+
+def test_unmatched_names_the_patterns_that_select_nothing() -> None:
+    from tasks.discover import FileRef, unmatched
+
+    files = [FileRef(f"/r/{s}", s, 1, 0.0, "x") for s in ("a.md", "docs/b.txt")]
+    assert unmatched(files, ["**/*.md", "**/*.pdf", "docs/*.txt", "x/**"]) == ["**/*.pdf", "x/**"]
+    assert unmatched([], ["**/*.md"]) == ["**/*.md"]

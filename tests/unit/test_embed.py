@@ -126,3 +126,23 @@ def test_model_input_puts_document_context_before_the_exact_text() -> None:
     assert model_input(titled) == "AWS\n\n::: prefect_aws.secrets_manager"  # no repeated path
     bare = replace(chunk, source="", metadata={}, headers=())
     assert model_input(bare) == bare.text
+
+
+def test_a_model_must_be_on_this_machine_when_downloads_are_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks.embed import check_model_available, register_encoder
+    from tasks.errors import ConfigError
+    from tests.fake_encoder import HashEncoder
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    check_model_available("all-MiniLM-L6-v2")  # bundled
+    register_encoder("hash-check-8", lambda: HashEncoder(8))
+    check_model_available("hash-check-8")  # registered
+    check_model_available(str(tmp_path))  # a folder
+    with pytest.raises(ConfigError) as info:
+        check_model_available("nonexistent-model")
+    assert "model 'nonexistent-model' not found locally" in str(info.value)
+    assert "sentence-transformers/nonexistent-model" in str(info.value)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the library may download: nothing to check
+    check_model_available("nonexistent-model")

@@ -54,7 +54,7 @@ def test_flat_key_beats_nested_one() -> None:
         ({"pdf_mode": "pages"}, "invalid loaders.pdf_mode"),
         ({"max_file_size": 0}, "invalid loaders.max_file_size"),
         ({"sample_size": 0}, "invalid sample_size"),
-        ({"loaders": {"nope": 1}}, "invalid loaders.nope"),
+        ({"loaders": {"nope": 1}}, "unknown setting 'loaders.nope'"),
     ],
 )
 def test_bad_options_are_config_errors(overrides: dict[str, object], message: str) -> None:

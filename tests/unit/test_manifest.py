@@ -229,3 +229,24 @@ def test_two_manifests_on_one_file_see_each_others_commits(data_dir: Path) -> No
         assert first.physical(COL) == "docflow--v2"
     with Manifest.open(data_dir) as reopened:  # and it is on disk
         assert reopened.files(COL)["a.md"].stored_ids == {"a", "b"}
+
+
+def test_a_manifest_of_an_earlier_release_gains_the_new_columns(data_dir: Path) -> None:
+    import sqlite3
+
+    old = sqlite3.connect(data_dir / "state.db")
+    old.executescript(
+        "CREATE TABLE files (collection TEXT NOT NULL, source TEXT NOT NULL, root TEXT NOT NULL,"
+        " sha256 TEXT NOT NULL, fingerprint TEXT NOT NULL, status TEXT NOT NULL, error TEXT,"
+        " chunk_ids TEXT NOT NULL DEFAULT '[]', pending_ids TEXT NOT NULL DEFAULT '[]',"
+        " run_id TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (collection, source));"
+        "INSERT INTO files VALUES ('c', 'a.md', '/r', 'sha', 'fp', 'failed', 'bad', '[]', '[]',"
+        " 'r1', 0);"
+    )
+    old.commit()
+    old.close()
+    with Manifest.open(data_dir) as m:
+        row = m.files("c")["a.md"]
+        assert (row.status, row.attempt_sha256) == ("failed", "")
+        m.commit("c", "r2", [], failed=[("a.md", "/r", "still bad", "sha-2")])
+        assert m.files("c")["a.md"].attempt_sha256 == "sha-2"

@@ -162,7 +162,7 @@ def test_retriever_refuses_bad_settings_and_missing_indexes(collection: Path) ->
         Retriever(collection, retrieval="sparse")
     with pytest.raises(ConfigError, match="between 0 and 1"):
         Retriever(collection, dense_weight=1.5)
-    with pytest.raises(StoreError, match="does not exist"):
+    with pytest.raises(ConfigError, match="'nothing-here' not found.*it has docflow"):
         Retriever(collection, "nothing-here")
     (collection / "lexical" / "docflow.sqlite").unlink()
     with pytest.raises(StoreError, match="has no lexical index.*--retrieval dense"):

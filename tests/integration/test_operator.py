@@ -1,0 +1,278 @@
+"""What an operator sees: one-line errors, no silent no-ops, runs that explain themselves.
+
+Errors run the real CLI in a subprocess and check the exit code, the one ``docflow:
+error:`` line and that no traceback (nor Prefect failure report) reaches the terminal. Run
+logs are read back from the Prefect API. Real Prefect, Chroma, model and files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+from flows.ingest import ingest
+from tasks.config import IngestParams
+from tasks.tables import read_table
+from tests.cli_subprocess import docflow, one_error_line
+from tests.conftest import REPO, SAMPLE
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir holding the sample corpus as collection 'docflow'."""
+    data_dir = tmp_path_factory.mktemp("operator") / "data"
+    ingest(IngestParams(source=str(SAMPLE), data_dir=str(data_dir)))
+    return data_dir
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(SAMPLE, tmp_path / "src"))
+
+
+# --- errors: one line, the documented exit code, no traceback ------------------------------
+
+
+def test_a_model_that_is_not_on_this_machine(tmp_path: Path) -> None:
+    proc = docflow("ingest", "--data-dir", str(tmp_path / "d"), "--model", "nonexistent-model")
+    assert proc.returncode == 2
+    one_error_line(proc, "model 'nonexistent-model' not found locally", "Hugging Face cache")
+
+
+def test_the_agentic_splitter_without_an_endpoint_fails_before_any_flow(tmp_path: Path) -> None:
+    env = {"DOCFLOW_LLM_BASE_URL": "", "OPENAI_BASE_URL": ""}
+    proc = docflow("ingest", "--data-dir", str(tmp_path / "d"), "--splitter", "agentic", env=env)
+    assert proc.returncode == 2
+    one_error_line(proc, "agentic splitter needs an OpenAI-compatible endpoint")
+    assert "Flow run" not in proc.stderr  # no flow was started
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["ingest", "query", "inspect"])
+def test_a_data_dir_that_is_a_file(command: str, tmp_path: Path) -> None:
+    afile = tmp_path / "not-a-folder"
+    afile.write_text("x", encoding="utf-8")
+    args = ["question"] if command == "query" else []
+    proc = docflow(command, *args, "--data-dir", str(afile))
+    assert proc.returncode == 2
+    one_error_line(proc, f"--data-dir {afile} is a file, not a folder")
+
+
+def test_a_backfill_that_ends_before_it_starts(tmp_path: Path) -> None:
+    proc = docflow(
+        "backfill",
+        "--source-template",
+        "data/landing/{date:%Y-%m-%d}/",
+        "--start",
+        "2024-01-05",
+        "--end",
+        "2024-01-01",
+        "--data-dir",
+        str(tmp_path / "d"),
+    )
+    assert proc.returncode == 2
+    one_error_line(proc, "end 2024-01-01 is before start 2024-01-05")
+
+
+def test_a_query_of_a_missing_collection_names_those_that_exist(indexed: Path) -> None:
+    proc = docflow("query", "hello", "--data-dir", str(indexed), "--collection", "nope")
+    assert proc.returncode == 2
+    one_error_line(proc, "collection 'nope' not found", "it has docflow")
+
+
+def test_an_unknown_setting_suggests_the_known_one(tmp_path: Path) -> None:
+    config = tmp_path / "docflow.toml"
+    config.write_text("[ingest]\nchunk_sise = 300\n", encoding="utf-8")
+    proc = docflow("ingest", "--config", str(config), "--data-dir", str(tmp_path / "d"))
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert line == "docflow: error: unknown setting 'chunk_sise' (did you mean 'chunk_size'?)"
+
+
+@pytest.mark.parametrize("pattern", ["[", "docs/[a-z.md", "notes\\"])
+def test_an_invalid_glob_is_a_usage_error(pattern: str, tmp_path: Path) -> None:
+    proc = docflow("ingest", "--data-dir", str(tmp_path / "d"), "--include", pattern)
+    assert proc.returncode == 2
+    one_error_line(proc, "invalid --include pattern")
+
+
+def test_an_error_inside_a_run_is_one_line_and_its_logs_keep_the_traceback(
+    corpus: Path, tmp_path: Path
+) -> None:
+    proc = docflow(
+        "ingest",
+        "--source",
+        str(corpus),
+        "--data-dir",
+        str(tmp_path / "d"),
+        env={"DOCFLOW_FAILPOINT": "store:before-upsert=raise@*"},
+    )
+    assert proc.returncode == 1
+    one_error_line(proc, "FailpointError: failpoint store:before-upsert reached")
+    [run] = read_table(tmp_path / "d", "runs").to_pylist()
+    assert run["status"] == "failed" and "store:before-upsert" in run["error"]
+    logs = _run_logs(_flow_run_id(proc.stderr))
+    assert any("Traceback" in entry.message for entry in logs)  # kept in the run's logs
+
+
+# --- no silent no-ops ---------------------------------------------------------------------
+
+
+def test_a_glob_that_matches_nothing_is_a_warning_and_strict_exits_3(
+    corpus: Path, tmp_path: Path
+) -> None:
+    base = ["ingest", "--source", str(corpus), "--data-dir", str(tmp_path / "d")]
+    proc = docflow(*base, "--include", "**/*.nomatch", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    assert summary["files_seen"] == 0
+    assert summary["warnings"] == [f"--include '**/*.nomatch' matched no file under {corpus}"]
+    assert "WARNING" in proc.stderr and "matched no file" in proc.stderr  # the run's log
+    proc = docflow(*base, "--include", "**/*.nomatch", "--include", "**/*.md", "--strict")
+    assert proc.returncode == 3
+    assert "warning  --include '**/*.nomatch' matched no file" in proc.stdout
+
+
+def test_a_missing_partition_is_a_warning_and_deletes_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    shutil.copytree(REPO / "data" / "landing", work / "data" / "landing")
+    template = ["--source-template", "data/landing/{date:%Y-%m-%d}/", "--collection", "land"]
+    args = ["backfill", *template, "--start", "2024-01-01", "--end", "2024-01-03", "--json"]
+    proc = docflow(*args, cwd=work)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["date"]: r for r in json.loads(proc.stdout)["partitions"]}
+    assert rows["2024-01-03"]["warnings"] == [
+        "source folder data/landing/2024-01-03 does not exist: nothing to ingest, nothing deleted"
+    ]
+    assert rows["2024-01-01"]["chunks_written"] > 0 and not rows["2024-01-01"]["warnings"]
+    proc = docflow(*args[:-1], "--strict", cwd=work)
+    assert proc.returncode == 3
+    proc = docflow("query", "oxalic acid", "--data-dir", "data", "--collection", "land", cwd=work)
+    assert "2024-01-01/treatment-log.md" in proc.stdout  # nothing was deleted
+
+
+# --- runs that explain themselves ---------------------------------------------------------
+
+
+def _flow_run_id(stderr: str) -> str:
+    found = re.search(r"/runs/flow-run/([0-9a-f-]{36})", stderr)
+    assert found, stderr[-2000:]
+    return found.group(1)
+
+
+def _run_logs(flow_run_id: str) -> list:  # type: ignore[type-arg]
+    with get_client(sync_client=True) as client:
+        return client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200
+        )
+
+
+def test_the_runs_prefect_log_reads_like_the_cli(corpus: Path, tmp_path: Path) -> None:
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.4 not really a PDF")
+    state = ingest(
+        IngestParams(source=str(corpus), data_dir=str(tmp_path / "d"), batch_files=5),
+        return_state=True,
+    )
+    summary = state.result()
+    logs = _run_logs(str(state.state_details.flow_run_id))
+    lines = [(entry.level, entry.message) for entry in logs]
+    planned = [m for _, m in lines if m.startswith("planned 13 files: 13 new")]
+    assert planned and "in 3 batches" in planned[0]
+    stored = [m for _, m in lines if re.match(r"batch \d/3 stored: ", m)]
+    assert len(stored) == 3
+    failed = [(lvl, m) for lvl, m in lines if m.startswith("failed: broken.pdf: ")]
+    assert failed and failed[0][0] == 30  # a warning
+    done = [m for _, m in lines if m.startswith("completed in ")]
+    assert done and f"{summary['chunks_written']} chunks written" in done[0]
+
+
+def test_previously_failed_files_are_retried_not_changed(corpus: Path, tmp_path: Path) -> None:
+    broken = corpus / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 not really a PDF")
+    params = IngestParams(source=str(corpus), data_dir=str(tmp_path / "d"))
+    assert ingest(params)["files_failed"] == 1
+    again = ingest(params)
+    assert (again["files_retried"], again["files_changed"], again["files_unchanged"]) == (1, 0, 12)
+    broken.write_bytes(b"%PDF-1.4 still not a PDF, but other bytes")
+    fixed = ingest(params)
+    assert (fixed["files_retried"], fixed["files_changed"]) == (0, 1)
+
+
+def test_inspect_filters_by_collection_shows_status_and_decodes_json(
+    corpus: Path, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "d"
+    ingest(IngestParams(source=str(corpus), data_dir=str(data_dir), collection="one"))
+    ingest(IngestParams(source=str(corpus), data_dir=str(data_dir), collection="two"))
+    env = {"DOCFLOW_FAILPOINT": "embed:after-encode=raise"}
+    proc = docflow(
+        "ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--collection", "one",
+        "--full-refresh", env=env,
+    )  # fmt: skip
+    assert proc.returncode == 1
+
+    proc = docflow("inspect", "--data-dir", str(data_dir), "--collection", "one", "--json")
+    info = json.loads(proc.stdout)
+    assert {r["collection"] for r in info["runs"]} == {"one"} and len(info["runs"]) == 2
+    latest = info["runs"][0]
+    assert latest["status"] == "failed" and "embed:after-encode" in latest["error"]
+    for run in info["runs"]:
+        assert isinstance(run["stage_seconds"], dict)
+        assert isinstance(run["failures"], list) and isinstance(run["warnings"], list)
+
+    text = docflow("inspect", "--data-dir", str(data_dir), "--collection", "one").stdout
+    run_lines = [line for line in text.splitlines() if line.startswith("  run ")]
+    assert len(run_lines) == 2 and all(" one " in line for line in run_lines)
+    assert " failed: " in run_lines[0] and "error: " in run_lines[0]
+    assert " completed: " in run_lines[1]
+
+
+# --- the README and the repository --------------------------------------------------------
+
+
+def test_the_readme_backfill_command_runs_as_written(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^    (\.venv/bin/docflow backfill (?:.*\\\n)*.*)$", readme, re.M)
+    assert found, "the README shows a docflow backfill command"
+    argv = shlex.split(found.group(1).replace("\\\n", " "))
+    assert argv[:2] == [".venv/bin/docflow", "backfill"]
+    work = tmp_path / "checkout"  # the command's relative paths, in a copy of the checkout
+    shutil.copytree(REPO / "data" / "landing", work / "data" / "landing")
+    proc = docflow(*argv[1:], cwd=work)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("2024-01-01  completed  2 files, 2 new or changed")
+    assert lines[1].startswith("2024-01-02  completed  1 files, 1 new or changed")
+
+
+def test_the_readme_server_commands_are_offline_safe() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start = readme.index("Start a server, register the deployments")
+    block = readme[start : readme.index("prefect server start", start)]
+    assert "PREFECT_SERVER_ANALYTICS_ENABLED=false" in block and "PREFECT_HOME" in block
+
+
+def test_what_docflow_writes_in_the_data_dir_is_ignored_by_git() -> None:
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = ["data/locks/docflow.lock", "data/lexical/docflow.sqlite", "data/state.db"]
+    ignored = subprocess.run(
+        ["git", "check-ignore", *paths], cwd=REPO, capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert ignored == paths
+    tracked = subprocess.run(
+        ["git", "check-ignore", "data/landing/2024-01-01/notes.md", "data/raw/queen-rearing.md"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tracked.stdout == ""  # the samples are part of the repository
