@@ -29,6 +29,7 @@ def serving_collection(data_dir: str | Path = "data", collection: str = "docflow
     """
     return _serving(Path(data_dir), collection)
 
+
 __all__ = [
     "DEFAULT_DENSE_WEIGHT",
     "DEFAULT_RETRIEVAL",

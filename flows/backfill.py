@@ -62,6 +62,7 @@ def backfill(params: BackfillParams | None = None) -> dict[str, Any]:
     partition) if any partition failed; re-running retries only what is not yet done.
     """
     p = params or BackfillParams()
+    runtime.refuse_unguarded_main(p.ingest.loaders.process_count())
     start = p.start or runtime.scheduled_date()
     days = partition_dates(start, p.end or start)
     with ThreadPoolExecutor(p.max_parallel, thread_name_prefix="partition") as pool:

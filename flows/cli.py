@@ -167,6 +167,11 @@ def ingest_options(fn: F) -> F:
             help="Only the first N files (sorted): a quick trial run that deletes nothing.",
         ),
         click.option(
+            "--workers",
+            type=click.IntRange(min=0),
+            help="Processes that load files and split batches [one per core; 0: none].",
+        ),
+        click.option(
             "--pdf-mode",
             type=click.Choice(["page", "file"]),
             help="PDF: one document per page or per file [page].",

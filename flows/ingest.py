@@ -213,6 +213,8 @@ def ingest(params: IngestParams | None = None) -> dict[str, Any]:
     ``source_template``, the run ingests one date partition (see tasks/partitions.py).
     """
     params = runtime.for_this_run(params or IngestParams())
+    runtime.refuse_unguarded_main(params.loaders.process_count())
+    runtime.warm_up_model(params.model, params.embed_backend)  # on a GPU: import while we plan
     guard = collection_guard(
         params.data_path, params.collection, params.lock_timeout, params.chroma_host
     )

@@ -38,6 +38,7 @@ def reingest(params: IngestParams | None = None) -> dict[str, Any]:
     With a ``source_template``, every partition is rebuilt.
     """
     params = params or IngestParams()
+    runtime.refuse_unguarded_main(params.loaders.process_count())
     params = partition_params(params, None) if params.source_template else params
     host, port = params.chroma_host, params.chroma_port
     with collection_guard(params.data_path, params.collection, params.lock_timeout, host):

@@ -14,14 +14,18 @@ process holds (with an embedded Chroma store, mostly its in-memory HNSW index).
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import ctypes.util
 import datetime as dt
 import functools
+import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -30,6 +34,8 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from tasks.config import IngestParams
 from tasks.errors import ConfigError
 from tasks.partitions import partition_params
+
+log = logging.getLogger(__name__)
 
 DASK_ENV = "DOCFLOW_DASK_ADDRESS"
 #: Worker threads of the default runner (stages of different batches overlap).
@@ -79,6 +85,82 @@ def release_memory() -> bool:
     """
     libc = _glibc()
     return bool(libc is not None and libc.malloc_trim(0))
+
+
+def _main_guard_lines(path: str) -> list[tuple[int, int]]:
+    """Return the line ranges of the ``if __name__ == "__main__":`` blocks of a script."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    ranges = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            names = [node.test.left, *node.test.comparators]
+            dunder = any(isinstance(n, ast.Name) and n.id == "__name__" for n in names)
+            main = any(isinstance(n, ast.Constant) and n.value == "__main__" for n in names)
+            if dunder and main and node.body:
+                ranges.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno))
+    return ranges
+
+
+def refuse_unguarded_main(workers: int) -> None:
+    """Refuse to start worker processes from a script's unguarded module level.
+
+    Worker processes (the fork server's, or spawned) import the main script again. An
+    ingest started at its module level, outside ``if __name__ == "__main__":``, would start
+    once more in every worker and wait there for the collection lock the first one holds:
+    a hang of ``lock_timeout``. Better to say so at once.
+
+    Raises:
+        ConfigError: If this call comes from the main script's module level, unguarded.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if workers == 0 or main is None or not path or not os.path.isfile(path):
+        return
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            line = frame.f_lineno
+            if not any(lo <= line <= hi for lo, hi in _main_guard_lines(path)):
+                raise ConfigError(
+                    f"{path}:{line} starts docflow at its module level: the worker processes "
+                    "import that script again and would start it once more each; put the call "
+                    'under `if __name__ == "__main__":` (or set workers = 0)'
+                )
+            return
+        frame = frame.f_back  # type: ignore[assignment]
+
+
+def cuda_likely() -> bool:
+    """Return whether an NVIDIA GPU seems present, without importing torch (cheap)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
+def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threading.Thread | None:
+    """Start loading the embedding model in the background, when a GPU is there.
+
+    Importing torch and sentence-transformers and moving the model to the GPU takes 15-20 s
+    that the first embed task would otherwise wait for; started at the beginning of the
+    run, it overlaps discovery, loading and splitting. The loaded model is the process's
+    shared one (tasks/embed.py), so the embed task finds it ready. On a CPU the ONNX
+    backends load in about a second: nothing to win.
+    """
+    if not (cuda_likely() if cuda is None else cuda):
+        return None
+
+    def load() -> None:
+        from tasks.embed import Embedder
+
+        try:
+            Embedder(model, backend=backend).model  # noqa: B018 - loading is the point
+        except Exception as exc:  # noqa: BLE001 - the embed task reports any real failure
+            log.debug("background model load failed: %s", exc)
+
+    thread = threading.Thread(target=load, name="docflow-model-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def dask_address(address: str | None = None) -> str | None:

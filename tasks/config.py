@@ -83,15 +83,24 @@ class LoaderOptions(BaseModel):
     timeout_s: float = Field(
         120.0, gt=0, description="Seconds one file may take to load before it fails."
     )
-    workers: int = Field(
-        1,
+    workers: int | None = Field(
+        None,
         ge=0,
-        description="Worker processes that load a batch (time and memory guarded); "
-        "0 loads in the calling process, without the time guard.",
+        description="Worker processes that load files (each file time and memory guarded) "
+        "and split batches; empty: one per core. 0 loads and splits in the calling "
+        "process, without the time guard.",
     )
     memory_limit_mb: int | None = Field(
         2048, ge=64, description="Address space (MB) a load worker may add; empty: no limit."
     )
+
+    def process_count(self) -> int:
+        """Return the worker processes to use: ``workers``, else one per core."""
+        if self.workers is not None:
+            return self.workers
+        if hasattr(os, "sched_getaffinity"):  # the cores this process may run on
+            return max(1, len(os.sched_getaffinity(0)))
+        return os.cpu_count() or 1
 
 
 #: LoaderOptions fields that do not change what a file's documents are.

@@ -76,9 +76,7 @@ def _rebuild_manifest(
     return len(rows)
 
 
-def check(
-    index: Index, manifest: Manifest, data_dir: Path, name: str, run_id: str
-) -> Checked:
+def check(index: Index, manifest: Manifest, data_dir: Path, name: str, run_id: str) -> Checked:
     """Compare the manifest with the store (and the lexical index) and repair them.
 
     Args:

@@ -176,13 +176,18 @@ class Embedder:
         self._backend: str | None = None
 
     @property
+    def resolved_device(self) -> str:
+        """Return the device the model runs on: the one given, else CUDA when present."""
+        return self.device or default_device()
+
+    @property
     def backend(self) -> str:
         """Return the concrete backend (``auto`` resolved for this device and model)."""
         if self._backend is None:
             if self.model_name in CUSTOM_ENCODERS:
                 self._backend = "torch"
             else:
-                device = self.device or default_device()
+                device = self.resolved_device
                 path = resolve_model_path(self.model_name)
                 self._backend = resolve_backend(self.requested_backend, device, path)
         return self._backend
@@ -221,9 +226,12 @@ class Embedder:
         """Return one normalised float32 row per text (shape ``(len(texts), dimension)``)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        batch_size = self.batch_size
-        if self.backend == "torch-fp16" or (self.device or "").startswith("cuda"):
-            batch_size = max(batch_size, GPU_BATCH_SIZE)
+        device = self.resolved_device
+        batch_size = forward_batch_size(self.batch_size, self.backend, device)
+        if device.startswith("cuda"):
+            # on a GPU the tokenizer is the bottleneck: let its Rust threads use every core
+            # (set to false by default because of fork; tokenizers turns it off in a child)
+            os.environ["TOKENIZERS_PARALLELISM"] = "true"
         vectors = self.model.encode(
             list(texts),
             batch_size=batch_size,
@@ -235,6 +243,17 @@ class Embedder:
         if self.backend == "torch-fp16":  # normalised in float16: renormalise in float32
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
+
+
+def forward_batch_size(batch_size: int, backend: str, device: str) -> int:
+    """Return the texts per forward pass: ``batch_size``, at least ``GPU_BATCH_SIZE`` on CUDA.
+
+    A GPU idles on small batches; the device that counts is the one the model runs on (the
+    default device, CUDA when present, whatever the backend: ``torch`` on CUDA too).
+    """
+    if backend == "torch-fp16" or device.startswith("cuda"):
+        return max(batch_size, GPU_BATCH_SIZE)
+    return batch_size
 
 
 def model_input(chunk: Chunk) -> str:

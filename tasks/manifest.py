@@ -101,9 +101,7 @@ class Manifest(SQLiteFile):
         """Add the columns later releases use to a manifest an earlier one created."""
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(files)")}
         if "attempt_sha256" not in columns:
-            self.db.execute(
-                "ALTER TABLE files ADD COLUMN attempt_sha256 TEXT NOT NULL DEFAULT ''"
-            )
+            self.db.execute("ALTER TABLE files ADD COLUMN attempt_sha256 TEXT NOT NULL DEFAULT ''")
 
     def damaged(self, exc: Exception) -> str:
         """Return the one-line error of an unreadable manifest, with its cure."""

@@ -45,3 +45,28 @@ class HashEncoder:
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms
+
+
+class ConstantEncoder:
+    """A zero-cost encoder: the same unit vector for every text, returned at once.
+
+    What the pipeline-ceiling benchmark runs everything but the model with. Like
+    :class:`HashEncoder` it carries the bundled tokenizer, so chunking in model tokens is
+    exactly that of the real model.
+    """
+
+    def __init__(self, dimension: int = 384):
+        self.dimension = dimension
+        vector = np.zeros(dimension, dtype=np.float32)
+        vector[0] = 1.0
+        self._vector = vector
+
+    @property
+    def tokenizer(self) -> Any:
+        return bundled_tokenizer()
+
+    def get_embedding_dimension(self) -> int:
+        return self.dimension
+
+    def encode(self, texts: list[str], **_: Any) -> np.ndarray:
+        return np.broadcast_to(self._vector, (len(texts), self.dimension)).copy()

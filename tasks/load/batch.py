@@ -2,14 +2,15 @@
 
 Nothing a file contains stops the run: a loader's ``LoadError`` is the file's reason, and so
 is any other exception a loader raises on it (parsers of hostile input raise anything).
-With ``LoaderOptions.workers`` > 0 (the default) files load in worker processes that also
-bound each file's time and memory (see :mod:`tasks.load.worker`).
+With ``LoaderOptions.workers`` > 0 (the default: one per core) files load in worker
+processes that also bound each file's time and memory (see :mod:`tasks.load.worker`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 
 from tasks.config import LoaderOptions
@@ -89,11 +90,12 @@ def load_file(file: FileRef, options: LoaderOptions | None = None) -> list[Docum
 
 def iter_load(
     files: Sequence[FileRef], options: LoaderOptions | None = None
-) -> Iterator[DocumentRow]:
+) -> Generator[DocumentRow, None, None]:
     """Yield the rows of ``files`` in file order, lazily.
 
-    With ``options.workers`` > 0 the files load in that many worker processes, each file
-    under the ``timeout_s`` deadline and the ``memory_limit_mb`` limit; with 0, here.
+    With ``options.workers`` > 0 (empty: one per core) the files load in that many worker
+    processes, each file under the ``timeout_s`` deadline and the ``memory_limit_mb``
+    limit; with 0, here.
     """
     options = options or LoaderOptions()
     if options.workers == 0:
@@ -108,10 +110,13 @@ def iter_load(
 def load_batch(files: Sequence[FileRef], options: LoaderOptions | None = None) -> list[DocumentRow]:
     """Load every file of a batch, in order (see :func:`iter_load`)."""
     rows: list[DocumentRow] = []
-    for row in iter_load(files, options):
-        if rows and rows[-1].source != row.source:
-            failpoint("load:after-file")  # the crash-safety tests stop a run mid-load here
-        rows.append(row)
+    # closing: an error here must stop the workers (and free their slots) now, not
+    # whenever the half-consumed generator is collected
+    with closing(iter_load(files, options)) as stream:
+        for row in stream:
+            if rows and rows[-1].source != row.source:
+                failpoint("load:after-file")  # the crash-safety tests stop a run mid-load here
+            rows.append(row)
     if rows:
         failpoint("load:after-file")
     return rows

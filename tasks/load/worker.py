@@ -21,6 +21,7 @@ import logging
 import multiprocessing as mp
 import os
 import pickle
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -116,10 +117,25 @@ class _Job:
     deadline: float
 
 
+_slots_lock = threading.Lock()
+_slots: dict[int, threading.Semaphore] = {}
+
+
+def _slots_for(count: int) -> threading.Semaphore:
+    """Return the process-wide budget of ``count`` load workers.
+
+    Several batches load at once (the flow's threads); together they start at most
+    ``workers`` processes, not that many each.
+    """
+    with _slots_lock:
+        return _slots.setdefault(count, threading.Semaphore(count))
+
+
 class _Worker:
     """One worker process and the file it is loading."""
 
-    def __init__(self, options: LoaderOptions) -> None:
+    def __init__(self, options: LoaderOptions, slot: threading.Semaphore) -> None:
+        self.slot = slot
         ctx = _mp_context()
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
@@ -148,11 +164,13 @@ class _Worker:
         return f"loader process died ({how})"
 
     def kill(self) -> None:
-        """End the worker now."""
+        """End the worker now (and give its slot back)."""
         if self.process.is_alive():
             self.process.kill()
         self.process.join()
-        self.conn.close()
+        if not self.conn.closed:
+            self.conn.close()
+            self.slot.release()
 
     def stop(self) -> None:
         """Ask an idle worker to exit; kill a busy or unresponsive one."""
@@ -165,19 +183,25 @@ class _Worker:
         self.kill()
 
 
-def _start(options: LoaderOptions) -> _Worker | None:
-    """Start a worker; None (load in this process) if the system cannot start one.
+def _start(options: LoaderOptions, have: int) -> _Worker | None:
+    """Start a worker within the process-wide budget; None if it cannot (or need not) be.
 
-    A daemonic process may not have children: Dask's worker processes are daemonic unless
-    started with ``DASK_DISTRIBUTED__WORKER__DAEMON=False``. There files load in process,
-    under the size guard but without the time and memory guards.
+    A caller with no worker yet waits for a slot of the budget; one that has some goes on
+    with those when the budget is spent (None). A daemonic process may not have children:
+    Dask's worker processes are daemonic unless started with
+    ``DASK_DISTRIBUTED__WORKER__DAEMON=False``. There files load in process, under the size
+    guard but without the time and memory guards.
     """
     if mp.current_process().daemon:
         _warn_once("this process is daemonic (a Dask worker?)")
         return None
+    slot = _slots_for(max(1, options.process_count()))
+    if not slot.acquire(blocking=have == 0):
+        return None
     try:
-        return _Worker(options)
+        return _Worker(options, slot)
     except OSError as exc:
+        slot.release()
         _warn_once(str(exc))
         return None
 
@@ -205,12 +229,12 @@ def _resolve(file: FileRef, options: LoaderOptions) -> Loader | list[DocumentRow
 
 
 def iter_load_in_workers(files: Sequence[FileRef], options: LoaderOptions) -> Iterator[DocumentRow]:
-    """Yield the rows of ``files`` in order, loading them in ``options.workers`` processes.
+    """Yield the rows of ``files`` in order, loading them in ``options.process_count()`` processes.
 
     Files load ahead of the one being yielded up to ``LOOKAHEAD_BYTES`` (at least two per
     worker), so one slow file does not idle the others and memory stays bounded.
     """
-    count = max(1, options.workers)
+    count = max(1, options.process_count())
     workers: list[_Worker] = []
     done: dict[int, list[DocumentRow]] = {}
     next_out = next_in = 0
@@ -228,7 +252,9 @@ def iter_load_in_workers(files: Sequence[FileRef], options: LoaderOptions) -> It
                 if isinstance(loader, list):
                     done[next_in] = loader
                 else:
-                    worker = idle[0] if idle else _start(options)
+                    worker = idle[0] if idle else _start(options, len(workers))
+                    if worker is None and workers:
+                        break  # the budget is spent: wait for one of ours to be free
                     if worker is not None and worker not in workers:
                         workers.append(worker)
                     job = _Job(next_in, file, loader, time.monotonic() + options.timeout_s)

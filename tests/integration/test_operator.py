@@ -12,6 +12,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -182,8 +183,15 @@ def test_the_runs_prefect_log_reads_like_the_cli(corpus: Path, tmp_path: Path) -
         return_state=True,
     )
     summary = state.result()
-    logs = _run_logs(str(state.state_details.flow_run_id))
-    lines = [(entry.level, entry.message) for entry in logs]
+    lines: list[tuple[int, str]] = []
+    deadline = time.monotonic() + 30  # run logs reach the API in the background
+    while time.monotonic() < deadline:
+        logs = _run_logs(str(state.state_details.flow_run_id))
+        lines = [(entry.level, entry.message) for entry in logs]
+        batches = [m for _, m in lines if re.match(r"batch \d/3 stored: ", m)]
+        if len(batches) == 3 and any(m.startswith("completed in ") for _, m in lines):
+            break
+        time.sleep(0.5)
     planned = [m for _, m in lines if m.startswith("planned 13 files: 13 new")]
     assert planned and "in 3 batches" in planned[0]
     stored = [m for _, m in lines if re.match(r"batch \d/3 stored: ", m)]

@@ -146,3 +146,34 @@ def test_a_model_must_be_on_this_machine_when_downloads_are_off(
     assert "sentence-transformers/nonexistent-model" in str(info.value)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the library may download: nothing to check
     check_model_available("nonexistent-model")
+
+
+def test_on_cuda_every_backend_encodes_in_large_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU run's bug: ``torch`` on CUDA encoded in batches of 32 (the device was None)."""
+    from typing import Any
+
+    from tasks import embed
+    from tasks.embed import forward_batch_size, register_encoder
+
+    assert forward_batch_size(32, "torch", "cuda") == 256
+    assert forward_batch_size(32, "torch", "cuda:1") == 256
+    assert forward_batch_size(512, "torch", "cuda") == 512
+    assert forward_batch_size(32, "torch-fp16", "cuda") == 256
+    assert forward_batch_size(32, "onnx", "cpu") == 32
+
+    seen: list[int] = []
+
+    class Recorder:
+        def encode(self, texts: list[str], batch_size: int, **_: Any) -> np.ndarray:
+            seen.append(batch_size)
+            return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+        def get_embedding_dimension(self) -> int:
+            return 4
+
+    register_encoder("batch-recorder", Recorder)
+    monkeypatch.setattr(embed, "default_device", lambda: "cuda")  # a CUDA machine, no device set
+    embedder = Embedder("batch-recorder", batch_size=32, backend="torch")
+    assert embedder.resolved_device == "cuda"
+    embedder.embed(["a", "b"])
+    assert seen == [256]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -16,7 +17,9 @@ from tasks.errors import ConfigError
 def test_defaults() -> None:
     options = IngestParams().loaders
     assert options == LoaderOptions()
-    assert (options.pdf_mode, options.max_file_size, options.workers) == ("page", 100_000_000, 1)
+    assert (options.pdf_mode, options.max_file_size, options.workers) == ("page", 100_000_000, None)
+    assert options.process_count() == len(os.sched_getaffinity(0))  # one per core
+    assert LoaderOptions(workers=0).process_count() == 0
     assert IngestParams().sample_size is None
 
 

@@ -68,3 +68,45 @@ def test_malloc_arenas_are_capped_unless_the_environment_says_otherwise() -> Non
     code = "from flows.runtime import limit_malloc_arenas; print(limit_malloc_arenas())"
     assert python(code) == "True"
     assert python(code, MALLOC_ARENA_MAX="8") == "False"  # the operator's value rules
+
+
+def test_the_model_warms_up_in_the_background_only_on_a_gpu() -> None:
+    from flows.runtime import warm_up_model
+    from tasks import embed
+
+    assert warm_up_model("all-MiniLM-L6-v2", "torch", cuda=False) is None
+    embed._models.clear()
+    thread = warm_up_model("all-MiniLM-L6-v2", "torch", cuda=True)
+    assert thread is not None and thread.daemon
+    thread.join(timeout=120)
+    assert any("minilm" in key[0].lower() for key in embed._models)  # loaded, shared
+
+
+def test_an_unguarded_module_level_call_is_refused(tmp_path: Path) -> None:
+    """``refuse_unguarded_main`` looks at the main script's code around the calling line."""
+    from tests.conftest import REPO
+
+    def run(body: str, workers: int = 1) -> subprocess.CompletedProcess[str]:
+        script = tmp_path / "script.py"
+        script.write_text(
+            "from flows.runtime import refuse_unguarded_main\n"
+            "def start():\n"
+            f"    refuse_unguarded_main({workers})\n" + body,
+            encoding="utf-8",
+        )
+        return subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={"PYTHONPATH": str(REPO)},
+            check=False,
+        )
+
+    refused = run("start()\n")
+    assert refused.returncode == 1 and "script.py:4 starts docflow at its module level" in (
+        refused.stderr
+    )
+    assert run('if __name__ == "__main__":\n    start()\n').returncode == 0
+    assert run("if '__main__' == __name__:\n    x = 1\n    start()\n").returncode == 0
+    assert run("start()\n", workers=0).returncode == 0  # no worker processes: no risk

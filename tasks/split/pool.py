@@ -1,0 +1,174 @@
+"""Split batches in worker processes, so splitting runs on every core, beside the store.
+
+Splitting is pure Python and CPU-bound (tokenising for the length unit, then the splitter's
+own loops): in the flow's process it would hold the interpreter lock that embedding
+bookkeeping and store writes need. So a batch is split in one of ``workers`` processes: the
+worker reads the batch's ``documents`` part, splits it and writes its ``chunks`` part; only
+paths and counts cross the process boundary.
+
+The splitter is built once in the flow's process (so settings errors surface there, and
+encoders registered in this process measure in their own tokens) and sent pickled; each
+worker keeps the last few it unpickled, keyed by their bytes' hash. Splitters that cannot be
+pickled (an LLM client, a loaded model) split in the calling process, as does everything
+when ``workers`` is 0 or the process may not have children (a Dask worker). The chunks are
+the same either way (a test splits the shared corpora both ways).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import select
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.split.base import SpanSplitter
+from tasks.split.factory import split_rows
+from tasks.tables import chunks_table, read_documents, write_atomic
+
+log = logging.getLogger(__name__)
+
+#: Splitters a worker keeps unpickled (a run uses one; a process may serve a few).
+_KEEP = 2
+
+_splitters: OrderedDict[str, SpanSplitter] = OrderedDict()
+_pool: ProcessPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class SplitResult:
+    """What splitting one batch produced: its chunk count and busy seconds."""
+
+    chunks: int
+    seconds: float  # splitting
+    table_seconds: float  # reading the documents part, writing the chunks part
+
+
+def split_part(documents: Path, chunks: Path, splitter: SpanSplitter) -> SplitResult:
+    """Split a ``documents`` part into a ``chunks`` part (in whatever process calls it)."""
+    started = time.perf_counter()
+    rows = read_documents(documents)
+    read = time.perf_counter()
+    out = split_rows(rows, splitter)
+    split = time.perf_counter()
+    write_atomic(chunks_table(out), chunks)
+    return SplitResult(len(out), split - read, (read - started) + (time.perf_counter() - split))
+
+
+def _split_in_worker(documents: str, chunks: str, blob: bytes, key: str) -> SplitResult:
+    """Worker side: the splitter from its cache (or the blob), then :func:`split_part`."""
+    splitter = _splitters.get(key)
+    if splitter is None:
+        splitter = pickle.loads(blob)  # noqa: S301 - bytes this program pickled itself
+        _splitters[key] = splitter
+        while len(_splitters) > _KEEP:
+            _splitters.popitem(last=False)
+    else:
+        _splitters.move_to_end(key)
+    return split_part(Path(documents), Path(chunks), splitter)
+
+
+def _exit_with(parent: int) -> None:
+    """Worker initializer: end this worker when the process that started the pool ends.
+
+    A pool worker waits for work on a queue whose ends it holds itself, so the death of
+    the flow's process (even ``kill -9``) would never wake it: it would live on, holding
+    the terminal's pipes and the fork server. A thread waits for the parent's exit (a
+    Linux pidfd; elsewhere a poll once a second) and ends the worker.
+    """
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(parent)
+        except (AttributeError, OSError):
+            fd = -1
+        if fd >= 0:
+            select.select([fd], [], [])
+        else:
+            while _alive(parent):
+                time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="docflow-parent-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _executor(workers: int) -> ProcessPoolExecutor:
+    """Return this process's pool of ``workers`` split processes (started on first use)."""
+    global _pool, _pool_size
+    from tasks.load.worker import _mp_context
+
+    with _pool_lock:
+        if _pool is None or _pool_size != workers:
+            if _pool is not None:
+                _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=_mp_context(),
+                initializer=_exit_with,
+                initargs=(os.getpid(),),
+            )
+            _pool_size = workers
+        return _pool
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop the worker processes (at exit, or to free them)."""
+    global _pool
+    with _pool_lock:
+        if _pool is not None:
+            _pool.shutdown(wait=True, cancel_futures=True)
+            _pool = None
+
+
+def _pickled(splitter: SpanSplitter) -> tuple[bytes, str] | None:
+    """Return the splitter's pickle and its hash, or None if it cannot be pickled."""
+    try:
+        blob = pickle.dumps(splitter, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        log.debug("splitting in process: %s cannot be pickled (%s)", type(splitter).__name__, exc)
+        return None
+    return blob, hashlib.sha256(blob).hexdigest()
+
+
+def split_batch(documents: Path, chunks: Path, splitter: SpanSplitter, workers: int) -> SplitResult:
+    """Split one batch's ``documents`` part into its ``chunks`` part, in a worker if it can.
+
+    Args:
+        documents: The batch's documents part.
+        chunks: Where its chunks part goes.
+        splitter: The run's splitter.
+        workers: Processes to split in (0: in this process).
+
+    """
+    in_process = (
+        workers == 0
+        or mp.current_process().daemon
+        or str(documents).startswith("memory:")  # another process cannot see this filesystem
+    )
+    pickled = None if in_process else _pickled(splitter)
+    if pickled is None:
+        return split_part(documents, chunks, splitter)
+    blob, key = pickled
+    future = _executor(workers).submit(_split_in_worker, str(documents), str(chunks), blob, key)
+    return future.result()

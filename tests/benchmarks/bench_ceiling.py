@@ -1,0 +1,162 @@
+"""The pipeline ceiling: the whole ingest of ../shared/corpora with a zero-cost encoder.
+
+The encoder returns one fixed vector at once and carries the bundled tokenizer, so chunking
+is exactly the real model's and what is measured is everything but the model: discovery,
+loading, splitting, the embedding bookkeeping (model inputs, cache, parts), the store
+(Chroma and the lexical index), the tables and Prefect's orchestration. Each ``workers``
+value from 0 (everything in the flow's process) to the machine's core count runs from an
+empty data dir, in this process (flow time, the run's own ``seconds``), and prints chunks/s
+and each stage's busy seconds (stages overlap: they can add up to more than the run).
+
+In the same run, a bare Chroma collection takes the same rows (ids, vectors, texts,
+metadata) in the same batches: the store stage's rate (chunks written / store busy
+seconds) is printed against that rate (target ≥ 0.8).
+
+Run: ``python -m tests.benchmarks bench_ceiling`` (``DOCFLOW_BENCH_WORKERS=0,2`` to choose).
+Target on the 2-core development machine: ≥ 1,200 chunks/s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ZERO = "docflow-zero-cost-384"
+TARGET_CHUNKS_PER_S = 1200
+STORE_TARGET = 0.8
+
+
+def _register() -> None:
+    from tasks.embed import register_encoder
+    from tests.fake_encoder import ConstantEncoder
+
+    register_encoder(ZERO, lambda: ConstantEncoder(384))
+
+
+def ingest_once(source: Path, data_dir: Path, workers: int) -> dict[str, Any]:
+    """Ingest ``source`` from an empty data dir; return the summary and the wall seconds."""
+    from flows.ingest import ingest
+    from tasks.config import IngestParams
+
+    params = IngestParams(source=str(source), data_dir=str(data_dir), model=ZERO, workers=workers)
+    started = time.perf_counter()
+    summary = ingest(params)
+    summary["wall_s"] = round(time.perf_counter() - started, 2)
+    return summary
+
+
+def bare_chroma_rate(data_dir: Path, batch_rows: list[int]) -> float:
+    """Upsert the run's stored rows into a fresh Chroma collection as the run batched them."""
+    from tasks.store import ChromaStore, make_client
+
+    got = (
+        ChromaStore.open(data_dir, "docflow")
+        .collection()
+        .get(include=["documents", "metadatas", "embeddings"])
+    )
+    client = make_client(path=Path(tempfile.mkdtemp(prefix="bare-chroma-")) / "chroma")
+    col = client.create_collection(
+        "bare", embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+    )
+    started, lo = time.perf_counter(), 0
+    step = client.get_max_batch_size()
+    for rows in batch_rows:
+        for sub in range(lo, lo + rows, step):
+            hi = min(sub + step, lo + rows)
+            col.upsert(
+                ids=got["ids"][sub:hi],
+                embeddings=got["embeddings"][sub:hi],
+                documents=got["documents"][sub:hi],
+                metadatas=got["metadatas"][sub:hi],
+            )
+        lo += rows
+    return lo / (time.perf_counter() - started)
+
+
+def main() -> dict[str, Any]:
+    """Run the ceiling for each workers value and the bare Chroma rate; print and return."""
+    from flows.env import apply_defaults
+    from tasks.config import LoaderOptions
+    from tests.benchmarks.bench_pipeline import copy_corpus, good_files
+
+    apply_defaults()
+    _register()
+    cores = LoaderOptions().process_count()
+    chosen = os.environ.get("DOCFLOW_BENCH_WORKERS")
+    counts = [int(w) for w in chosen.split(",")] if chosen else list(range(0, cores + 1))
+    work = Path(tempfile.mkdtemp(prefix="docflow-ceiling-"))
+    try:
+        source = work / "corpus"
+        size = copy_corpus(good_files(None), source)
+        runs = []
+        for workers in counts:
+            summary = ingest_once(source, work / f"data-{workers}", workers)
+            runs.append(
+                {
+                    "workers": workers,
+                    "flow_s": summary["seconds"],
+                    "wall_s": summary["wall_s"],
+                    "chunks": summary["chunks_written"],
+                    "chunks_per_s": round(summary["chunks_written"] / summary["seconds"], 1),
+                    "stage_seconds": summary["stage_seconds"],
+                }
+            )
+            print(json.dumps(runs[-1]), flush=True)
+        best = max(runs, key=lambda r: r["chunks_per_s"])
+        batches = _batch_rows(work / f"data-{best['workers']}")
+        bare = bare_chroma_rate(work / f"data-{best['workers']}", batches)
+        store_rate = best["chunks"] / best["stage_seconds"]["store"]
+        result = {
+            "cores": cores,
+            "files": len(good_files(None)),
+            "megabytes": round(size / 1e6, 2),
+            "runs": runs,
+            "best": best,
+            "bare_chroma_rows_per_s": round(bare, 1),
+            "store_rows_per_s": round(store_rate, 1),
+            "store_vs_bare": round(store_rate / bare, 2),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report(result)
+    return result
+
+
+def _batch_rows(data_dir: Path) -> list[int]:
+    """Return the chunk count of each batch of the run (its chunks parts, in order)."""
+    from tasks.tables import list_parts, read_part
+
+    return [read_part(p, ["chunk_id"]).num_rows for p in list_parts(data_dir, "chunks")]
+
+
+def report(r: dict[str, Any]) -> None:
+    """Print the table: one line per workers value, then the store against bare Chroma."""
+    print(
+        f"\npipeline ceiling: {r['files']} files, {r['megabytes']} MB, {r['cores']} cores, "
+        "zero-cost encoder (flow time; busy seconds per stage overlap)"
+    )
+    print(f"{'workers':>7} {'flow s':>7} {'chunks':>7} {'chunks/s':>9}  stages")
+    for run in r["runs"]:
+        stages = " ".join(f"{k} {v:.1f}" for k, v in run["stage_seconds"].items())
+        print(
+            f"{run['workers']:>7} {run['flow_s']:>7.1f} {run['chunks']:>7} "
+            f"{run['chunks_per_s']:>9.1f}  {stages}"
+        )
+    best = r["best"]["chunks_per_s"]
+    met = "met" if best >= TARGET_CHUNKS_PER_S else "NOT met"
+    print(f"best {best:.0f} chunks/s (target ≥ {TARGET_CHUNKS_PER_S}): {met}")
+    met = "met" if r["store_vs_bare"] >= STORE_TARGET else "NOT met"
+    print(
+        f"store stage {r['store_rows_per_s']:.0f} rows/s against a bare Chroma collection's "
+        f"{r['bare_chroma_rows_per_s']:.0f} in this run: {r['store_vs_bare']:.2f} "
+        f"(target ≥ {STORE_TARGET}): {met}"
+    )
+
+
+if __name__ == "__main__":
+    main()

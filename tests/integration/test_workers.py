@@ -1,0 +1,125 @@
+"""Worker processes: the same index whatever their number, and scripts that forget the guard.
+
+Real Prefect, Chroma and files; the encoder is the HashEncoder (the subject is where the
+work runs, not embedding), which measures chunks in the bundled model's tokens.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from flows.ingest import ingest
+from tasks.config import IngestParams
+from tasks.embed import register_encoder
+from tasks.lexical import LexicalIndex, database_path
+from tasks.store import ChromaStore
+from tests.conftest import CORPORA, REPO, SAMPLE
+from tests.fake_encoder import HashEncoder
+
+MODEL = "hash-workers-64"
+
+
+@pytest.fixture(autouse=True)
+def _encoder() -> None:
+    register_encoder(MODEL, lambda: HashEncoder(64))
+
+
+def stored(data_dir: Path) -> dict[str, Any]:
+    """Return every stored row (text, metadata, vector) and the lexical index's ids."""
+    got = (
+        ChromaStore.open(data_dir, "docflow")
+        .collection()
+        .get(include=["documents", "metadatas", "embeddings"])
+    )
+    rows = {
+        cid: (text, meta, np.round(np.asarray(vec), 6).tolist())
+        for cid, text, meta, vec in zip(
+            got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True
+        )
+    }
+    with LexicalIndex(database_path(data_dir, "docflow"), readonly=True) as words:
+        return {"rows": rows, "lexical": words.ids()}
+
+
+def test_the_index_is_the_same_with_any_number_of_workers(tmp_path: Path) -> None:
+    source = CORPORA / "markdown" if (CORPORA / "markdown").exists() else SAMPLE
+    runs = {}
+    for workers in (0, 1, 2):
+        data_dir = tmp_path / f"w{workers}"
+        params = IngestParams(
+            source=str(source), data_dir=str(data_dir), model=MODEL, workers=workers
+        )
+        summary = ingest(params)
+        runs[workers] = (summary, stored(data_dir))
+    reference = runs[0][1]
+    assert reference["rows"] and reference["lexical"] == set(reference["rows"])
+    for workers in (1, 2):
+        summary, got = runs[workers]
+        assert got == reference, f"workers={workers} stored something else"
+        assert summary["files_failed"] == runs[0][0]["files_failed"]
+        assert summary["failures"] == runs[0][0]["failures"]  # bad files recorded alike
+
+
+def _script(tmp_path: Path, guarded: bool) -> Path:
+    corpus = Path(shutil.copytree(SAMPLE, tmp_path / "src"))
+    call = (
+        f"ingest(IngestParams(source={str(corpus)!r}, data_dir={str(tmp_path / 'd')!r}, workers=1))"
+    )
+    body = f'if __name__ == "__main__":\n    {call}\n' if guarded else f"{call}\n"
+    script = tmp_path / "run.py"
+    script.write_text(
+        textwrap.dedent(
+            """\
+            from flows.env import apply_defaults
+
+            apply_defaults()
+            from flows.ingest import ingest
+            from tasks.config import IngestParams
+
+            """
+        )
+        + body,
+        encoding="utf-8",
+    )
+    return script
+
+
+def _run(script: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    from prefect.settings import PREFECT_API_URL
+
+    env = {"PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(REPO)}
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+        check=False,
+    )
+    return proc, time.perf_counter() - started
+
+
+def test_a_script_without_the_main_guard_fails_at_once_saying_what_to_do(tmp_path: Path) -> None:
+    """The GPU run's hang: every worker re-imported the script and waited for the lock."""
+    proc, _ = _run(_script(tmp_path, guarded=False))
+    assert proc.returncode != 0
+    assert "starts docflow at its module level" in proc.stderr
+    assert 'under `if __name__ == "__main__":`' in proc.stderr
+    assert not (tmp_path / "d" / "chroma").exists()  # it stopped before writing anything
+
+
+def test_the_same_script_with_the_guard_runs(tmp_path: Path) -> None:
+    proc, _ = _run(_script(tmp_path, guarded=True))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ChromaStore.open(tmp_path / "d", "docflow").count() > 0
