@@ -23,6 +23,7 @@ from prefect.futures import PrefectFuture
 
 from flows import artifacts, narrative, progress, runtime
 from flows.guard import collection_guard
+from tasks import memory
 from tasks.config import IngestParams
 from tasks.consistency import open_index_task
 from tasks.discover import plan_task
@@ -75,7 +76,7 @@ def run_ingest(
     ``summary`` is filled in as the run goes (also when it fails, for the artifacts).
     """
     started = time.perf_counter()
-    runtime.limit_malloc_arenas()  # the run's threads share a few arenas (see there)
+    memory.limit_malloc_arenas()  # the run's threads share a few arenas (see there)
     # Beyond the summary, the runs row records what a restore needs to rebuild the
     # manifest from the tables alone: the source root, the content fingerprint and the
     # sources the run deleted (see tasks/admin.py).
@@ -152,7 +153,7 @@ def _stages(
         docs, split, embedded = loaded.result(), chunks.result(), vectors.result()
         _add_batch(summary, docs, split, embedded, synced)
         narrative.stored(log, done, len(stages), docs, embedded, synced)
-        runtime.release_memory()  # what the batch freed goes back, not into arenas
+        memory.release_memory()  # what the batch freed goes back, not into arenas
         progress.report(done, len(stages))
     if plan.deleted:
         summary.chunks_deleted += delete_task(ctx, plan.deleted).deleted

@@ -6,8 +6,11 @@ works too (it must be available locally; HF_HUB_OFFLINE is set by the CLI and te
 
 How the model runs is the embed backend (:mod:`tasks.embed_backends`): plain torch float32,
 half precision on CUDA, or an ONNX Runtime export (float32 or int8) on the CPU; ``auto``
-picks the fastest that keeps retrieval quality. Vectors of different backends differ
-slightly, so the embedding cache keys them apart (:attr:`Embedder.model_id`).
+picks the fastest that keeps retrieval quality. Every backend of a model it knows is fed
+by :mod:`tasks.token_batches` (one parallel tokenisation, length-sorted numpy batches; for
+torch :mod:`tasks.embed_torch`), not batch by batch through Python lists. Vectors of
+different backends differ slightly, so the embedding cache keys them apart
+(:attr:`Embedder.model_id`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tasks.embed_backends import (
     load_onnx,
     resolve_backend,
 )
+from tasks.embed_torch import TorchEncoder, torch_encoder
 from tasks.errors import ConfigError, EmbedError
 from tasks.failpoints import failpoint
 
@@ -198,9 +202,12 @@ class Embedder:
         if self.model_name in CUSTOM_ENCODERS:
             return CUSTOM_ENCODERS[self.model_name]()
         backend = self.backend
+        path = resolve_model_path(self.model_name)
         if backend.startswith("onnx"):
-            return load_onnx(resolve_model_path(self.model_name), backend)
-        return load_model(self.model_name, self.device, half=backend == "torch-fp16")
+            return load_onnx(path, backend)
+        model = load_model(self.model_name, self.device, half=backend == "torch-fp16")
+        encoder: Encoder = torch_encoder(model)
+        return encoder
 
     @property
     def model_id(self) -> str:
@@ -232,12 +239,18 @@ class Embedder:
             # on a GPU the tokenizer is the bottleneck: let its Rust threads use every core
             # (set to false by default because of fork; tokenizers turns it off in a child)
             os.environ["TOKENIZERS_PARALLELISM"] = "true"
-        vectors = self.model.encode(
+        model = self.model
+        extra: dict[str, Any] = {}
+        if isinstance(model, TorchEncoder) and device.startswith("cuda"):
+            # batches of short texts grow to the tokens of a full-width batch
+            extra["token_budget"] = batch_size * model.tokens.max_length
+        vectors = model.encode(
             list(texts),
             batch_size=batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
             show_progress_bar=False,
+            **extra,
         )
         out = np.asarray(vectors, dtype=np.float32)
         if self.backend == "torch-fp16":  # normalised in float16: renormalise in float32

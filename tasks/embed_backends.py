@@ -1,6 +1,7 @@
 """Embedding backends: how the Embedder runs its sentence-transformers model.
 
-- ``torch``: plain ``SentenceTransformer.encode`` in float32, the reference vectors.
+- ``torch``: the sentence-transformers model in float32, the reference vectors (fed by
+  :mod:`tasks.embed_torch` where that reproduces ``encode``, else ``encode`` itself).
 - ``torch-fp16``: the same model in half precision on CUDA (GPU only).
 - ``onnx``: the model's transformer exported once to ONNX and run with ONNX Runtime on the
   CPU (float32; the same vectors as ``torch`` up to rounding).
@@ -42,6 +43,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from tasks.errors import ConfigError, EmbedError
+from tasks.token_batches import BatchTokenizer, length_batches, padded
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +296,7 @@ class OnnxEncoder:
         self.folder = folder
         self.meta = meta or json.loads((folder / META_FILE).read_text(encoding="utf-8"))
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        self.tokens = BatchTokenizer(self.tokenizer, int(self.meta["max_seq_length"]))
         options = ort.SessionOptions()
         options.inter_op_num_threads = 1
         # no busy-waiting between batches: the machine is shared (Dask workers, loaders)
@@ -310,34 +313,21 @@ class OnnxEncoder:
         """Return one unit-length float32 row per text, in input order.
 
         Texts are tokenised once, sorted by token count and batched, so each batch pads
-        to its own longest member only.
+        to its own longest member only (:mod:`tasks.token_batches`).
         """
         dim = int(self.meta["dimension"])
         if not sentences:
             return np.zeros((0, dim), dtype=np.float32)
         names: list[str] = self.meta["inputs"]
-        encoded = self.tokenizer(
-            list(sentences), truncation=True, max_length=int(self.meta["max_seq_length"])
-        )
-        ids: list[list[int]] = encoded["input_ids"]
-        order = np.argsort([-len(x) for x in ids], kind="stable")
-        out = np.empty((len(ids), dim), dtype=np.float32)
-        pad = int(self.tokenizer.pad_token_id or 0)
-        for lo in range(0, len(order), batch_size):
-            rows = order[lo : lo + batch_size]
-            width = max(len(ids[i]) for i in rows)
-            feed = {n: np.zeros((len(rows), width), dtype=np.int64) for n in names}
-            feed["input_ids"].fill(pad)
-            for r, i in enumerate(rows):
-                for n in names:
-                    values = encoded[n][i] if n in encoded else [0] * len(ids[i])
-                    feed[n][r, : len(values)] = values
-            mask = feed["attention_mask"]
-            hidden = self.session.run(None, feed)[0]
+        tokens = self.tokens(sentences)
+        out = np.empty((len(sentences), dim), dtype=np.float32)
+        for rows in length_batches(tokens.lengths, batch_size):
+            arrays = padded(rows, tokens)
+            hidden = self.session.run(None, {n: arrays[n] for n in names})[0]
             if self.meta["pooling"] == "cls":
                 pooled = hidden[:, 0]
             else:
-                weights = mask[..., None].astype(np.float32)
+                weights = arrays["attention_mask"][..., None].astype(np.float32)
                 pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
             out[rows] = pooled / np.maximum(norms, 1e-12)

@@ -33,6 +33,7 @@ from tasks.discover import FileRef
 from tasks.errors import LoadError
 from tasks.load.base import Loader, configured, loader_for
 from tasks.load.batch import failed_row, load_with
+from tasks.memory import release_memory
 from tasks.tables import DocumentRow
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,10 @@ def serve(conn: Connection, memory_limit_mb: int | None) -> None:
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
             reason = f"loader error: its documents cannot be pickled: {exc}"
             payload = pickle.dumps([failed_row(file, loader.name, reason)])
+        del rows
         conn.send_bytes(payload)
+        del payload
+        release_memory()  # a long-lived worker: keep no file's peak
 
 
 @dataclass(slots=True)

@@ -30,6 +30,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.memory import release_memory
 from tasks.split.base import SpanSplitter
 from tasks.split.factory import split_rows
 from tasks.tables import chunks_table, read_documents, write_atomic
@@ -75,7 +76,10 @@ def _split_in_worker(documents: str, chunks: str, blob: bytes, key: str) -> Spli
             _splitters.popitem(last=False)
     else:
         _splitters.move_to_end(key)
-    return split_part(Path(documents), Path(chunks), splitter)
+    try:
+        return split_part(Path(documents), Path(chunks), splitter)
+    finally:
+        release_memory()  # a long-lived worker: keep no batch's peak
 
 
 def _exit_with(parent: int) -> None:

@@ -43,7 +43,7 @@ def test_release_memory_gives_freed_heap_back_to_the_system() -> None:
     out = python(
         """
         import gc
-        from flows.runtime import release_memory
+        from tasks.memory import release_memory
 
         def rss_mb():
             with open("/proc/self/statm") as fh:
@@ -65,7 +65,7 @@ def test_release_memory_gives_freed_heap_back_to_the_system() -> None:
 
 @glibc_only
 def test_malloc_arenas_are_capped_unless_the_environment_says_otherwise() -> None:
-    code = "from flows.runtime import limit_malloc_arenas; print(limit_malloc_arenas())"
+    code = "from tasks.memory import limit_malloc_arenas; print(limit_malloc_arenas())"
     assert python(code) == "True"
     assert python(code, MALLOC_ARENA_MAX="8") == "False"  # the operator's value rules
 
