@@ -23,6 +23,10 @@ from tasks.errors import ConfigError, DocflowError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STRICT = 0, 1, 2, 3
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Choices of options whose settings module is imported only when a command runs (a test
+#: checks them against tasks.embed_backends.BACKENDS and tasks.retrieval.RETRIEVALS).
+EMBED_BACKENDS = ("auto", "torch", "torch-fp16", "onnx", "onnx-int8")
+RETRIEVALS = ("hybrid", "dense", "lexical")
 
 
 class _HideRunFailures(logging.Filter):
@@ -153,7 +157,7 @@ def ingest_options(fn: F) -> F:
         click.option("--model", help="Embedding model name or path [all-MiniLM-L6-v2]."),
         click.option(
             "--embed-backend",
-            type=click.Choice(["auto", "torch", "torch-fp16", "onnx", "onnx-int8"]),
+            type=click.Choice(EMBED_BACKENDS),
             help="How the model runs [auto: torch-fp16 on CUDA, else onnx (float32)].",
         ),
         click.option(
@@ -473,7 +477,7 @@ def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
 @click.option("--where", multiple=True, help="Metadata filter KEY=VALUE (repeatable).")
 @click.option(
     "--retrieval",
-    type=click.Choice(["hybrid", "dense", "lexical"]),
+    type=click.Choice(RETRIEVALS),
     help="Ranking: hybrid (BM25 and cosine, weighted), dense (cosine) or lexical (BM25) "
     "[hybrid; env DOCFLOW_RETRIEVAL].",
 )
@@ -810,14 +814,14 @@ def serve(limit: int | None) -> None:
 @click.option(
     "--embed-backend",
     envvar="DOCFLOW_EMBED_BACKEND",
-    type=click.Choice(["auto", "torch", "torch-fp16", "onnx", "onnx-int8"]),
+    type=click.Choice(EMBED_BACKENDS),
     help="How the model runs, where a configuration does not say [auto; env "
     "DOCFLOW_EMBED_BACKEND].",
 )
 @click.option(
     "--retrieval",
     envvar="DOCFLOW_RETRIEVAL",
-    type=click.Choice(["hybrid", "dense", "lexical"]),
+    type=click.Choice(RETRIEVALS),
     help="Ranking, where a configuration does not say [hybrid; env DOCFLOW_RETRIEVAL].",
 )
 @click.option(
@@ -861,9 +865,9 @@ def evaluate(
     from tasks.evaluate import default_spec, find_datasets, format_table, parse_spec
 
     with _errors_to_exit_codes():
-        roots = list(datasets) or [EVAL_ROOT]
-        paths = [p for root in roots for p in find_datasets(root)]
-        missing = [r for r in roots if not find_datasets(r)]
+        found = {root: find_datasets(root) for root in list(datasets) or [EVAL_ROOT]}
+        paths = [p for sets in found.values() for p in sets]
+        missing = [root for root, sets in found.items() if not sets]
         if missing:
             raise ConfigError(
                 f"evaluation data set not found: {missing[0]} "

@@ -144,18 +144,19 @@ def evaluate(
     questions = [row for c in configs for row in by_label[c.label][1]]
     files = write_results_task(out, summaries, questions)
     names = "+".join(d.name for d in data)
+    n_questions = sum(len(d.questions) for d in data)
     key = artifact_key("evaluate-retrieval", names)
     create_table_artifact(
         _artifact_rows(summaries),
         key=key,
         description=f"Retrieval evaluation on {', '.join(paths)}: "
-        f"{sum(len(d.questions) for d in data)} questions, k = {k}; mean and minimum over "
+        f"{n_questions} questions, k = {k}; mean and minimum over "
         "corpora × 100",
     )
     return {
         "datasets": paths,
         "k": k,
-        "n_questions": sum(len(d.questions) for d in data),
+        "n_questions": n_questions,
         "configs": summaries,
         **files,
         "artifact": key,

@@ -35,7 +35,7 @@ from tasks.partitions import partition_folder
 from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
 from tasks.store import record_fingerprint_task
-from tasks.sync import SyncResult, delete_task, store_task
+from tasks.sync import delete_task, store_task
 from tasks.tables import PartRef, mark_interrupted, use_tables_url, write_run
 
 Stage = tuple[PrefectFuture[PartRef], PrefectFuture[PartRef], PrefectFuture[PartRef]]
@@ -151,7 +151,7 @@ def _stages(
     for done, (loaded, chunks, vectors) in enumerate(stages, start=1):
         synced = store_task(ctx, loaded, chunks, vectors)  # type: ignore[call-overload]
         docs, split, embedded = loaded.result(), chunks.result(), vectors.result()
-        _add_batch(summary, docs, split, embedded, synced)
+        summary.add_batch(docs, split, embedded, synced)
         narrative.stored(log, done, len(stages), docs, embedded, synced)
         memory.release_memory()  # what the batch freed goes back, not into arenas
         progress.report(done, len(stages))
@@ -169,39 +169,6 @@ def _partition(params: IngestParams) -> str | None:
     if params.source_template and params.partition_date:
         return partition_folder(params.source_template, params.partition_date)
     return None
-
-
-def _add_batch(
-    summary: RunSummary, docs: PartRef, split: PartRef, embedded: PartRef, synced: SyncResult
-) -> None:
-    """Add one stored batch's counts, failures and files read mid-rewrite to the summary."""
-    _add_stage_times(summary, docs, split, embedded, synced)
-    summary.add_failures(docs.failures)
-    summary.files_changed_during_run += len(docs.changed)
-    summary.warnings.extend(
-        f"{source}: changed while the run read it; indexed as read, the next run reads it again"
-        for source in docs.changed
-    )
-    summary.documents += docs.rows
-    summary.chunks_embedded += embedded.rows - embedded.cached
-    summary.chunks_from_cache += embedded.cached
-    summary.chunks_written += synced.written
-    summary.chunks_deleted += synced.deleted
-
-
-def _add_stage_times(
-    summary: RunSummary, docs: PartRef, split: PartRef, embedded: PartRef, synced: SyncResult
-) -> None:
-    """Add one batch's busy seconds per stage to the summary (Parquet I/O as "tables")."""
-    for stage, seconds in (
-        ("load", docs.seconds),
-        ("split", split.seconds),
-        ("embed", embedded.seconds),
-        ("store", synced.seconds),
-    ):
-        summary.add_stage(stage, seconds)
-    io = (docs, split, embedded, synced)
-    summary.add_stage("tables", sum(part.table_seconds for part in io))
 
 
 # Prefect's stubs type futures-as-arguments and task runners loosely: hence the ignores.

@@ -25,10 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks import lexical
-from tasks.errors import StateError, StoreError
+from tasks.errors import StoreError
 from tasks.index import Index
 from tasks.manifest import FileUpdate, Manifest
-from tasks.sqlite import set_aside
 from tasks.store import ChromaStore, collection_names, make_client
 from tasks.tables import (
     CHUNKS_SCHEMA,
@@ -130,33 +129,6 @@ class RestoreResult:
     set_aside: str | None = None  # where a damaged manifest was moved, if it was
 
 
-def open_manifest_or_set_aside(data_dir: Path) -> tuple[Manifest, Path | None]:
-    """Open the manifest; a damaged one is renamed aside and a fresh one opened instead.
-
-    The recovery path must work when ``state.db`` is garbage or truncated: the tables hold
-    everything it records (see :func:`state_from_tables`).
-    """
-    try:
-        manifest = Manifest.open(data_dir)
-        try:
-            manifest.check_integrity()
-        except StateError:
-            manifest.close()
-            raise
-    except StateError:
-        if not (data_dir / "state.db").is_file():
-            raise  # not a damaged file: a full disk or an unwritable data dir
-        moved = _aside(data_dir)
-        return Manifest.open(data_dir), moved
-    return manifest, None
-
-
-def _aside(data_dir: Path) -> Path:
-    moved = set_aside(data_dir / "state.db")
-    log.warning("the manifest was damaged: moved to %s", moved)
-    return moved
-
-
 def restore(
     data_dir: Path, name: str, run_id: str, host: str | None = None, port: int = 8000
 ) -> RestoreResult:
@@ -176,7 +148,9 @@ def restore(
     Raises:
         StoreError: If there is nothing to restore or the vectors are missing.
     """
-    manifest, moved = open_manifest_or_set_aside(data_dir)
+    manifest, moved = Manifest.open_or_set_aside(data_dir / "state.db", check=True)
+    if moved:
+        log.warning("the manifest was damaged: moved to %s", moved)
     with manifest:
         active = manifest.physical(name)
         files = manifest.files(active)

@@ -379,14 +379,11 @@ def resolve_query_params(
         ConfigError: With a one-line message naming the first bad field.
 
     """
-    env = os.environ if environ is None else environ
-    merged: dict[str, Any] = {}
     file = _read_toml(config_file) if config_file is not None else {}
     section = file.get("query")
     table = section if isinstance(section, dict) else file
-    merged.update({k: v for k, v in table.items() if k in QueryParams.model_fields})
-    merged.update(_from_env(env, QueryParams.model_fields))
-    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    from_file = {k: v for k, v in table.items() if k in QueryParams.model_fields}
+    merged = _layered(from_file, QueryParams.model_fields, environ, overrides)
     return validated(QueryParams, merged)
 
 
@@ -401,12 +398,25 @@ def resolve_params(
         ConfigError: With a one-line message naming the first bad field.
 
     """
-    env = os.environ if environ is None else environ
-    merged: dict[str, Any] = {}
-    merged.update(_from_file(config_file, "ingest"))
-    merged.update(_from_env(env, {**IngestParams.model_fields, **LoaderOptions.model_fields}))
-    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    fields = {**IngestParams.model_fields, **LoaderOptions.model_fields}
+    merged = _layered(_from_file(config_file, "ingest"), fields, environ, overrides)
     return validated(IngestParams, merged)
+
+
+def _layered(
+    from_file: Mapping[str, Any],
+    fields: Mapping[str, Any],
+    environ: Mapping[str, str] | None,
+    overrides: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Return settings by precedence: config file < DOCFLOW_* environment < overrides.
+
+    ``environ`` defaults to ``os.environ``; an override of None means "not given".
+    """
+    merged = dict(from_file)
+    merged.update(_from_env(os.environ if environ is None else environ, fields))
+    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return merged
 
 
 def validated(model: type[_Model], values: Mapping[str, Any]) -> _Model:

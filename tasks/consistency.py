@@ -31,7 +31,6 @@ from tasks.errors import StateError
 from tasks.index import Index, reconcile
 from tasks.lexical import LexicalIndex, database_path
 from tasks.manifest import Manifest
-from tasks.sqlite import set_aside
 from tasks.store import ChromaStore
 
 log = logging.getLogger(__name__)
@@ -47,16 +46,6 @@ class Checked:
     lexical_added: int = 0
     lexical_removed: int = 0
     warnings: tuple[str, ...] = ()
-
-
-def open_lexical(data_dir: Path, physical: str, warnings: list[str]) -> LexicalIndex:
-    """Open the lexical index; a damaged one is set aside (it is rebuilt from the store)."""
-    try:
-        return LexicalIndex.open(data_dir, physical)
-    except StateError as exc:
-        moved = set_aside(database_path(data_dir, physical))
-        warnings.append(f"{exc}; moved to {moved.name}, rebuilt from the vector store")
-        return LexicalIndex.open(data_dir, physical)
 
 
 def _rebuild_manifest(
@@ -150,8 +139,14 @@ def open_index_task(ctx: RunContext) -> Checked:
     data_dir = Path(ctx.data_dir)
     store = ChromaStore.open(data_dir, ctx.physical, ctx.chroma_host, ctx.chroma_port)
     store.ensure(ctx.model, lambda: Embedder(ctx.model).dimension)
-    opened: list[str] = []
-    words = open_lexical(data_dir, ctx.physical, opened)
+    # a damaged lexical index is set aside: check() rebuilds it from the vector store
+    path = database_path(data_dir, ctx.physical)
+    words, moved = LexicalIndex.open_or_set_aside(path)
+    opened = (
+        (f"the lexical index {path} was damaged: moved to {moved.name}, rebuilt from the store",)
+        if moved
+        else ()
+    )
     with Index(store, words) as index, Manifest.open(data_dir) as manifest:
         checked = check(index, manifest, data_dir, ctx.collection, ctx.run_id)
     return replace(checked, warnings=(*opened, *checked.warnings))  # the flow logs them

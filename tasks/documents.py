@@ -107,7 +107,7 @@ def text_with_context(
     The block holds the document's title (else its file name), its description and the
     chunk's header path, one per line, then a blank line. It is what the embedding model
     and the lexical index read for a chunk (the stored text stays the exact span). Built
-    from plain values so a chunk (``tasks.embed.model_input``) and a stored record (its
+    from plain values so a chunk (:func:`model_input`) and a stored record (its
     flat metadata, ``tasks.index``) give the same string.
     """
     name = str(title or "").strip()
@@ -121,3 +121,22 @@ def text_with_context(
     if path and path != name:
         lines.append(path)
     return "\n".join(lines) + "\n\n" + text if lines else text
+
+
+def model_input(chunk: Chunk) -> str:
+    """Return what the model reads for a chunk: its document context, then its text.
+
+    A chunk alone often lacks what it is about: a section's parent headers, the page
+    title, or a front-matter description that the Markdown loader moved into metadata
+    (a page whose body is one directive is then all context). So the model reads a short
+    context block (the title, else the file's name; the description; the header path)
+    before the chunk text (:func:`tasks.documents.text_with_context`). The stored chunk
+    text stays the exact span of the document; the lexical index reads the same string.
+    """
+    return text_with_context(
+        chunk.text,
+        chunk.source,
+        chunk.metadata.get("title"),
+        chunk.metadata.get("description"),
+        [h.text for h in chunk.headers],
+    )

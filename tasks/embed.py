@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tasks.cache import EmbeddingCache
-from tasks.documents import Chunk, text_with_context
+from tasks.documents import model_input
 from tasks.embed_backends import (
     DEFAULT_BACKEND,
     GPU_BATCH_SIZE,
@@ -267,25 +267,6 @@ def forward_batch_size(batch_size: int, backend: str, device: str) -> int:
     if backend == "torch-fp16" or device.startswith("cuda"):
         return max(batch_size, GPU_BATCH_SIZE)
     return batch_size
-
-
-def model_input(chunk: Chunk) -> str:
-    """Return what the model reads for a chunk: its document context, then its text.
-
-    A chunk alone often lacks what it is about: a section's parent headers, the page
-    title, or a front-matter description that the Markdown loader moved into metadata
-    (a page whose body is one directive is then all context). So the model reads a short
-    context block (the title, else the file's name; the description; the header path)
-    before the chunk text (:func:`tasks.documents.text_with_context`). The stored chunk
-    text stays the exact span of the document; the lexical index reads the same string.
-    """
-    return text_with_context(
-        chunk.text,
-        chunk.source,
-        chunk.metadata.get("title"),
-        chunk.metadata.get("description"),
-        [h.text for h in chunk.headers],
-    )
 
 
 def embed_with_cache(

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tasks import lexical
-from tasks.documents import Chunk, text_with_context
+from tasks.documents import Chunk, model_input, text_with_context
 from tasks.failpoints import failpoint
 from tasks.lexical import LexicalIndex
 from tasks.store import ChromaStore, Scalar, flatten_metadata
@@ -32,8 +32,7 @@ log = logging.getLogger(__name__)
 
 def chunk_record(chunk: Chunk) -> tuple[str, str, dict[str, Scalar]]:
     """Return the lexical record of a chunk: id, indexed text, flat metadata."""
-    meta = flatten_metadata(chunk)
-    return chunk.chunk_id, record_text(chunk.text, meta), meta
+    return chunk.chunk_id, model_input(chunk), flatten_metadata(chunk)
 
 
 def record_text(text: str, metadata: Mapping[str, Any]) -> str:

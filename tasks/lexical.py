@@ -8,7 +8,7 @@ ids the vector store holds (the store stage writes both, in the same crash-safe 
 tasks/index.py). SQLite is in the standard library, transactional like the manifest, and
 FTS5 inserts and deletes incrementally and ranks by BM25 (k1 = 1.2, b = 0.75).
 
-What is indexed for a chunk is what the embedding model reads (``tasks.embed.model_input``:
+What is indexed for a chunk is what the embedding model reads (``tasks.documents.model_input``:
 the document's title, description and header path, then the chunk text), tokenised by
 FTS5's ``unicode61`` tokenizer (case and diacritics folded) with Porter stemming. A query
 is every distinct word of the question, OR-ed: BM25 sums the weight of the words a chunk
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,16 @@ def _chunked(items: Sequence[str]) -> Iterator[Sequence[str]]:
         yield items[lo : lo + _IDS_PER_QUERY]
 
 
+def _row_ids(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, int]:
+    """Return the row id of each of ``chunk_ids`` that the index holds."""
+    found: dict[str, int] = {}
+    for part in _chunked(chunk_ids):
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT chunk_id, id FROM chunks WHERE chunk_id IN ({marks})"
+        found.update(db.execute(sql, tuple(part)).fetchall())
+    return found
+
+
 class LexicalIndex(SQLiteFile):
     """The BM25 index of one physical collection (open one per use; it is cheap)."""
 
@@ -122,29 +133,16 @@ class LexicalIndex(SQLiteFile):
         ]
         if not rows:
             return 0
+        keys = [r[0] for r in rows]
         with self._transaction() as db:
-            present: dict[str, int] = {}
-            for part in _chunked([r[0] for r in rows]):
-                marks = ",".join("?" * len(part))
-                present.update(
-                    db.execute(
-                        f"SELECT chunk_id, id FROM chunks WHERE chunk_id IN ({marks})", tuple(part)
-                    ).fetchall()
-                )
+            present = _row_ids(db, keys)
             db.executemany("DELETE FROM terms WHERE rowid = ?", [(i,) for i in present.values()])
             db.executemany(
                 "INSERT INTO chunks (chunk_id, metadata) VALUES (?, ?) "
                 "ON CONFLICT (chunk_id) DO UPDATE SET metadata = excluded.metadata",
                 [(chunk_id, meta) for chunk_id, _, meta in rows],
             )
-            ids: dict[str, int] = {}
-            for part in _chunked([r[0] for r in rows]):
-                marks = ",".join("?" * len(part))
-                ids.update(
-                    db.execute(
-                        f"SELECT chunk_id, id FROM chunks WHERE chunk_id IN ({marks})", tuple(part)
-                    ).fetchall()
-                )
+            ids = _row_ids(db, keys)
             db.executemany(
                 "INSERT INTO terms (rowid, body) VALUES (?, ?)",
                 [(ids[chunk_id], body) for chunk_id, body, _ in rows],
@@ -155,13 +153,9 @@ class LexicalIndex(SQLiteFile):
         """Remove chunks by id (ids not present are ignored); return how many were asked."""
         todo = sorted(set(chunk_ids))
         with self._transaction() as db:
-            for part in _chunked(todo):
-                marks = ",".join("?" * len(part))
-                rows = db.execute(
-                    f"SELECT id FROM chunks WHERE chunk_id IN ({marks})", tuple(part)
-                ).fetchall()
-                db.executemany("DELETE FROM terms WHERE rowid = ?", rows)
-                db.executemany("DELETE FROM chunks WHERE id = ?", rows)
+            rows = [(i,) for i in _row_ids(db, todo).values()]
+            db.executemany("DELETE FROM terms WHERE rowid = ?", rows)
+            db.executemany("DELETE FROM chunks WHERE id = ?", rows)
         return len(todo)
 
     # -- reading ----------------------------------------------------------------------------

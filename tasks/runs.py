@@ -9,7 +9,11 @@ import datetime as dt
 import hashlib
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tasks.sync import SyncResult
+    from tasks.tables import PartRef
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -76,6 +80,33 @@ class RunSummary:
     def add_stage(self, stage: str, seconds: float) -> None:
         """Add ``seconds`` of work to ``stage``'s busy time."""
         self.stage_seconds[stage] = round(self.stage_seconds.get(stage, 0.0) + seconds, 3)
+
+    def add_batch(
+        self, docs: PartRef, split: PartRef, embedded: PartRef, synced: SyncResult
+    ) -> None:
+        """Add one stored batch: its counts, failures, files read mid-rewrite, busy seconds.
+
+        Parquet reads and writes of every stage count as the "tables" stage.
+        """
+        for stage, seconds in (
+            ("load", docs.seconds),
+            ("split", split.seconds),
+            ("embed", embedded.seconds),
+            ("store", synced.seconds),
+        ):
+            self.add_stage(stage, seconds)
+        self.add_stage("tables", sum(p.table_seconds for p in (docs, split, embedded, synced)))
+        self.add_failures(docs.failures)
+        self.files_changed_during_run += len(docs.changed)
+        self.warnings.extend(
+            f"{source}: changed while the run read it; indexed as read, the next run reads it again"
+            for source in docs.changed
+        )
+        self.documents += docs.rows
+        self.chunks_embedded += embedded.rows - embedded.cached
+        self.chunks_from_cache += embedded.cached
+        self.chunks_written += synced.written
+        self.chunks_deleted += synced.deleted
 
     def to_dict(self) -> dict[str, Any]:
         """Return the summary as a JSON-ready dict."""

@@ -54,6 +54,35 @@ class SQLiteFile:
         except OSError as exc:
             raise StateError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
 
+    @classmethod
+    def open_or_set_aside(cls, path: Path, check: bool = False) -> tuple[Self, Path | None]:
+        """Open the file; one SQLite cannot read is renamed aside and a fresh one created.
+
+        For state that can be rebuilt (the manifest from the tables, a lexical index from
+        the vector store). ``check`` also reads every page (:meth:`check_integrity`): a
+        truncated file can open and fail only later. Returns the open file and where a
+        damaged one went (None if it was sound).
+
+        Raises:
+            StateError: If the file cannot be opened and is not there to set aside (a full
+                disk, an unwritable folder).
+
+        """
+        try:
+            opened = cls(path)
+            if check:
+                try:
+                    opened.check_integrity()
+                except StateError:
+                    opened.close()
+                    raise
+            return opened, None
+        except StateError:
+            if not path.is_file():
+                raise
+            moved = set_aside(path)
+            return cls(path), moved
+
     def migrate(self) -> None:
         """Bring a file an earlier release wrote up to :attr:`SCHEMA` (columns it lacks)."""
 

@@ -39,7 +39,7 @@ class SyncResult:
 
 def commit_batch(
     ctx: RunContext,
-    store: Index,
+    index: Index,
     manifest: Manifest,
     rows: Sequence[DocumentRow],
     chunks: Sequence[Chunk],
@@ -67,14 +67,14 @@ def commit_batch(
     ]
     manifest.begin(ctx.physical, ctx.run_id, done)
     failpoint("store:before-upsert")
-    written = store.upsert(chunks, vectors) if chunks else 0
+    written = index.upsert(chunks, vectors) if chunks else 0
     failpoint("store:after-upsert")
     stale = set().union(*(known[s].stored_ids - new_ids[s] for s in loaded if s in known))
     # a file that fails now keeps its last committed chunks; ids of an interrupted attempt go
     for s in failed:
         if s in known:
             stale |= set(known[s].pending_ids) - set(known[s].chunk_ids)
-    deleted = store.delete(stale)
+    deleted = index.delete(stale)
     failpoint("manifest:before-commit")
     manifest.commit(
         ctx.physical,
@@ -87,14 +87,14 @@ def commit_batch(
 
 
 def remove_sources(
-    ctx: RunContext, store: Index, manifest: Manifest, sources: Sequence[str]
+    ctx: RunContext, index: Index, manifest: Manifest, sources: Sequence[str]
 ) -> SyncResult:
     """Delete every chunk of deleted files, then forget them in the manifest."""
     if not sources:
         return SyncResult(0, 0)
     known = manifest.files(ctx.physical, sources=sources)
     ids = set().union(*(known[s].stored_ids for s in sources if s in known))
-    deleted = store.delete(ids)
+    deleted = index.delete(ids)
     failpoint("delete:before-forget")
     manifest.forget(ctx.physical, sources)
     return SyncResult(0, deleted)

@@ -47,26 +47,19 @@ class HashEncoder:
         return out / norms
 
 
-class ConstantEncoder:
+class ConstantEncoder(HashEncoder):
     """A zero-cost encoder: the same unit vector for every text, returned at once.
 
-    What the pipeline-ceiling benchmark runs everything but the model with. Like
-    :class:`HashEncoder` it carries the bundled tokenizer, so chunking in model tokens is
-    exactly that of the real model.
+    What the pipeline-ceiling benchmark runs everything but the model with. It keeps
+    :class:`HashEncoder`'s bundled tokenizer, so chunking in model tokens is exactly that of
+    the real model.
     """
 
     def __init__(self, dimension: int = 384):
-        self.dimension = dimension
+        super().__init__(dimension)
         vector = np.zeros(dimension, dtype=np.float32)
         vector[0] = 1.0
         self._vector = vector
-
-    @property
-    def tokenizer(self) -> Any:
-        return bundled_tokenizer()
-
-    def get_embedding_dimension(self) -> int:
-        return self.dimension
 
     def encode(self, texts: list[str], **_: Any) -> np.ndarray:
         return np.broadcast_to(self._vector, (len(texts), self.dimension)).copy()

@@ -16,6 +16,19 @@ from tasks.documents import Document
 from tasks.load.base import file_metadata
 
 
+def load_corpus(paths: Iterable[Path]) -> tuple[Document, ...]:
+    """Load files of ../shared/corpora as the ingest does (bad and non-UTF-8 files drop out)."""
+    from tasks.discover import file_sha256
+    from tasks.load import load_file
+    from tests.conftest import CORPORA
+
+    docs: list[Document] = []
+    for path in paths:
+        ref = FileRef(str(path), path.relative_to(CORPORA).as_posix(), 0, 0.0, file_sha256(path))
+        docs += [r.document for r in load_file(ref) if r.document is not None]
+    return tuple(docs)
+
+
 def ref_for(path: Path) -> FileRef:
     """Return the FileRef discover gives for one file (its folder is the root)."""
     [ref] = discover(path.parent, [path.name], include_hidden=True)

@@ -198,12 +198,18 @@ def score_questions(
     dense_weight: float = DEFAULT_DENSE_WEIGHT,
 ) -> list[dict[str, Any]]:
     """Embed, retrieve and score every question of a data set."""
-    vectors = questions = None
-    if retrieval != "lexical" and len(chunks):
-        vectors = embed(list(chunks.texts))
-        questions = embed([q.text for q in dataset.questions])
+    vectors, questions = _embedded(dataset, chunks, embed if retrieval != "lexical" else None)
     top = retrieve(dataset, chunks, vectors, questions, k, retrieval, dense_weight)
     return score_retrieved(dataset, chunks, top)
+
+
+def _embedded(
+    dataset: Dataset, chunks: Chunks, embed: Embed | None
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Return the vectors of the chunks and of the questions (None without ``embed``)."""
+    if embed is None or not len(chunks):
+        return None, None
+    return embed(list(chunks.texts)), embed([q.text for q in dataset.questions])
 
 
 # --- summaries ---------------------------------------------------------------------------
@@ -298,10 +304,7 @@ def evaluate_configs(
     prepared = []
     for dataset in datasets:
         chunks = chunk_dataset(dataset, configs[0].params)
-        vectors = questions = None
-        if needs_vectors and len(chunks):
-            vectors = embed(list(chunks.texts))
-            questions = embed([q.text for q in dataset.questions])
+        vectors, questions = _embedded(dataset, chunks, embed if needs_vectors else None)
         prepared.append((dataset, chunks, vectors, questions))
     for config in configs:
         rows: list[dict[str, Any]] = []

@@ -92,7 +92,8 @@ def main() -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="docflow-ceiling-"))
     try:
         source = work / "corpus"
-        size = copy_corpus(good_files(None), source)
+        files = good_files(None)
+        size = copy_corpus(files, source)
         runs = []
         for workers in counts:
             summary = ingest_once(source, work / f"data-{workers}", workers)
@@ -113,7 +114,7 @@ def main() -> dict[str, Any]:
         store_rate = best["chunks"] / best["stage_seconds"]["store"]
         result = {
             "cores": cores,
-            "files": len(good_files(None)),
+            "files": len(files),
             "megabytes": round(size / 1e6, 2),
             "runs": runs,
             "best": best,

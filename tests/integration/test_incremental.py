@@ -65,12 +65,6 @@ def params(source: Path, data_dir: Path, **kw: object) -> IngestParams:
     return IngestParams(source=str(source), data_dir=str(data_dir), batch_files=3, **kw)  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def corpus(tmp_path: Path) -> Path:
-    """A writable copy of the sample corpus (12 files, so 4 batches of 3)."""
-    return Path(shutil.copytree(SAMPLE, tmp_path / "src"))
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """What a from-scratch ingest of the unmodified sample corpus stores."""
@@ -130,11 +124,6 @@ def test_splitter_change_resplits_every_file(corpus: Path, tmp_path: Path) -> No
     )
 
 
-def _cli_subprocess(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m flows`` against the harness's Prefect server (no temporary server)."""
-    return docflow(*args, env=env_extra)
-
-
 @pytest.mark.parametrize(
     "point",
     [
@@ -162,7 +151,7 @@ def test_kill_9_then_rerun_equals_from_scratch(
 
     # --full-refresh: every file is reprocessed, so the crash lands in the middle of the work
     args = ["ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--full-refresh"]
-    crashed = _cli_subprocess(args, {"DOCFLOW_FAILPOINT": point, "DOCFLOW_BATCH_FILES": "3"})
+    crashed = docflow(*args, env={"DOCFLOW_FAILPOINT": point, "DOCFLOW_BATCH_FILES": "3"})
     assert crashed.returncode == -9, crashed.stderr[-2000:]
 
     ingest(params(corpus, data_dir))  # the rerun finishes the job

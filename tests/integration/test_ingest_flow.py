@@ -15,7 +15,7 @@ from tasks.config import IngestParams
 from tasks.split.units import model_tokens_unit
 from tasks.store import ChromaStore
 from tasks.tables import read_table
-from tests.conftest import SAMPLE, shared_path
+from tests.conftest import shared_path
 
 MODEL_TOKENS = model_tokens_unit()
 
@@ -147,19 +147,10 @@ def test_where_filter_restricts_results(markdown_run: tuple[dict[str, Any], Path
     ],
 )
 def test_sample_corpus_answers_its_questions(
-    sample_run: Path, question: str, expected: str
+    sample_index: Path, question: str, expected: str
 ) -> None:
-    hits = query(question, sample_run, "docflow", k=3)
+    hits = query(question, sample_index, "docflow", k=3)
     assert hits[0].source == expected
-
-
-@pytest.fixture(scope="module")
-def sample_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Ingest the README's sample corpus (data/raw) into a temp data dir."""
-    data_dir = tmp_path_factory.mktemp("sample") / "data"
-    summary = ingest(IngestParams(source=str(SAMPLE), data_dir=str(data_dir)))
-    assert summary["files_seen"] == 12 and summary["files_failed"] == 0
-    return data_dir
 
 
 def test_full_refresh_rerun_is_idempotent_in_the_store(tmp_path: Path, tiny_corpus: Path) -> None:

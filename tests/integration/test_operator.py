@@ -23,21 +23,7 @@ from flows.ingest import ingest
 from tasks.config import IngestParams
 from tasks.tables import read_table
 from tests.cli_subprocess import docflow, one_error_line
-from tests.conftest import REPO, SAMPLE
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir holding the sample corpus as collection 'docflow'."""
-    data_dir = tmp_path_factory.mktemp("operator") / "data"
-    ingest(IngestParams(source=str(SAMPLE), data_dir=str(data_dir)))
-    return data_dir
-
-
-@pytest.fixture
-def corpus(tmp_path: Path) -> Path:
-    return Path(shutil.copytree(SAMPLE, tmp_path / "src"))
-
+from tests.conftest import REPO
 
 # --- errors: one line, the documented exit code, no traceback ------------------------------
 
@@ -83,8 +69,8 @@ def test_a_backfill_that_ends_before_it_starts(tmp_path: Path) -> None:
     one_error_line(proc, "end 2024-01-01 is before start 2024-01-05")
 
 
-def test_a_query_of_a_missing_collection_names_those_that_exist(indexed: Path) -> None:
-    proc = docflow("query", "hello", "--data-dir", str(indexed), "--collection", "nope")
+def test_a_query_of_a_missing_collection_names_those_that_exist(sample_index: Path) -> None:
+    proc = docflow("query", "hello", "--data-dir", str(sample_index), "--collection", "nope")
     assert proc.returncode == 2
     one_error_line(proc, "collection 'nope' not found", "it has docflow")
 

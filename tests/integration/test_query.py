@@ -1,7 +1,8 @@
 """Queries over a real index: hybrid, dense and lexical, over the CLI and the Python API.
 
 One ingest of the sample corpus with the real all-MiniLM-L6-v2 model (real Prefect,
-Chroma and SQLite), shared by the module; tests that damage it make their own.
+Chroma and SQLite), shared by the session (``sample_index``); tests that damage it make
+their own.
 """
 
 from __future__ import annotations
@@ -27,14 +28,6 @@ WINTER = "seasons/winter-preparation.md"
 METHODS = ("hybrid", "dense", "lexical")
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("query") / "data"
-    summary = ingest(IngestParams(source=str(SAMPLE), data_dir=str(path)))
-    assert summary["chunks_written"] > 50
-    return path
-
-
 def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
     code = main(["query", *args, "--json"])
     out, err = capsys.readouterr()
@@ -46,10 +39,10 @@ def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object
 
 @pytest.mark.parametrize("method", METHODS)
 def test_cli_query_ranks_by_each_method_and_reports_both_scores(
-    method: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+    method: str, sample_index: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     payload = cli_json(
-        capsys, QUESTION, "-k", "4", "--data-dir", str(data_dir), "--retrieval", method
+        capsys, QUESTION, "-k", "4", "--data-dir", str(sample_index), "--retrieval", method
     )
     assert payload["retrieval"] == method and payload["dense_weight"] == 0.5
     hits = payload["results"]
@@ -69,12 +62,12 @@ def test_cli_query_ranks_by_each_method_and_reports_both_scores(
 
 
 def test_the_python_api_returns_what_the_cli_prints(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
+    sample_index: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for method in METHODS:
-        cli = cli_json(capsys, QUESTION, "--data-dir", str(data_dir), "--retrieval", method)
-        api = docflow.query(QUESTION, data_dir=data_dir, k=5, retrieval=method)
-        with docflow.Retriever(data_dir, "docflow", retrieval=method) as retriever:
+        cli = cli_json(capsys, QUESTION, "--data-dir", str(sample_index), "--retrieval", method)
+        api = docflow.query(QUESTION, data_dir=sample_index, k=5, retrieval=method)
+        with docflow.Retriever(sample_index, "docflow", retrieval=method) as retriever:
             again = retriever.search(QUESTION, k=5)
         rows = cli["results"]
         assert isinstance(rows, list)
@@ -88,9 +81,9 @@ def test_the_python_api_returns_what_the_cli_prints(
 
 @pytest.mark.parametrize("method", METHODS)
 def test_where_filters_both_sides(
-    method: str, data_dir: Path, capsys: pytest.CaptureFixture[str]
+    method: str, sample_index: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["--data-dir", str(data_dir), "--retrieval", method, "-k", "5"]
+    args = ["--data-dir", str(sample_index), "--retrieval", method, "-k", "5"]
     payload = cli_json(capsys, QUESTION, *args, "--where", "source=varroa-mite-control.md")
     hits = payload["results"]
     assert isinstance(hits, list) and hits
@@ -99,12 +92,12 @@ def test_where_filters_both_sides(
 
 
 def test_dense_weight_from_flag_env_and_config_file(
-    data_dir: Path,
+    sample_index: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    base = [QUESTION, "-k", "5", "--data-dir", str(data_dir)]
+    base = [QUESTION, "-k", "5", "--data-dir", str(sample_index)]
 
     def ids(*extra: str) -> list[str]:
         rows = cli_json(capsys, *base, *extra)["results"]
@@ -128,20 +121,20 @@ def test_dense_weight_from_flag_env_and_config_file(
 
 
 def test_a_query_without_results_says_so(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
+    sample_index: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["zyzzyva quux", "--data-dir", str(data_dir), "--retrieval", "lexical"]
+    args = ["zyzzyva quux", "--data-dir", str(sample_index), "--retrieval", "lexical"]
     assert main(["query", *args]) == 0
     assert "no results" in capsys.readouterr().out
     assert cli_json(capsys, *args)["results"] == []
 
 
 def test_a_lost_lexical_index_is_rebuilt_by_the_next_ingest(
-    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sample_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A collection built before the lexical index existed, or whose database was lost."""
     mine = tmp_path / "data"
-    shutil.copytree(data_dir, mine)
+    shutil.copytree(sample_index, mine)
     for path in (mine / "lexical").iterdir():
         path.unlink()
     assert main(["query", QUESTION, "--data-dir", str(mine)]) == 1
@@ -154,27 +147,27 @@ def test_a_lost_lexical_index_is_rebuilt_by_the_next_ingest(
 
 
 def test_langchain_chroma_reads_the_collection_dense_only(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
+    sample_index: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The README's snippet, run as written (with this test's data dir)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Reading a collection with LangChain", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S)
     assert code, "the README section has a python block"
-    snippet = code.group(1).replace('data_dir = "data"', f"data_dir = {str(data_dir)!r}")
+    snippet = code.group(1).replace('data_dir = "data"', f"data_dir = {str(sample_index)!r}")
     namespace: dict[str, object] = {"question": QUESTION}
     exec(snippet, namespace)  # noqa: S102 - the README's own code
     found = namespace["docs"]
     assert isinstance(found, list)
-    dense = cli_json(capsys, QUESTION, "--data-dir", str(data_dir), "--retrieval", "dense")
+    dense = cli_json(capsys, QUESTION, "--data-dir", str(sample_index), "--retrieval", "dense")
     rows = dense["results"]
     assert isinstance(rows, list)
     assert [d.id for d, _ in found] == [r["chunk_id"] for r in rows][: len(found)]
     assert found[0][0].metadata["source"] == WINTER
 
 
-def test_the_lexical_index_is_a_file_in_the_data_dir(data_dir: Path) -> None:
-    path = database_path(data_dir, "docflow")
-    assert path == data_dir / "lexical" / "docflow.sqlite" and path.is_file()
+def test_the_lexical_index_is_a_file_in_the_data_dir(sample_index: Path) -> None:
+    path = database_path(sample_index, "docflow")
+    assert path == sample_index / "lexical" / "docflow.sqlite" and path.is_file()
     with LexicalIndex(path, readonly=True) as words:
-        assert words.ids() == ChromaStore.open(data_dir, "docflow").ids()
+        assert words.ids() == ChromaStore.open(sample_index, "docflow").ids()

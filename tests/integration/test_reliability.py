@@ -24,7 +24,6 @@ from tasks.manifest import Manifest, serving_collection
 from tasks.store import ChromaStore
 from tasks.tables import read_table
 from tests.cli_subprocess import docflow, one_error_line
-from tests.conftest import SAMPLE
 from tests.integration.test_incremental import snapshot
 
 TORN = "swarm-management.md"
@@ -32,16 +31,6 @@ TORN = "swarm-management.md"
 
 def params(source: Path, data_dir: Path, **kw: object) -> IngestParams:
     return IngestParams(source=str(source), data_dir=str(data_dir), batch_files=4, **kw)  # type: ignore[arg-type]
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m flows ...`` against the harness's Prefect server."""
-    return docflow(*args, env=env)
-
-
-@pytest.fixture
-def corpus(tmp_path: Path) -> Path:
-    return Path(shutil.copytree(SAMPLE, tmp_path / "src"))
 
 
 def from_scratch(corpus: Path, tmp_path: Path) -> dict[str, str]:
@@ -115,7 +104,7 @@ def test_lost_manifest_and_tables_make_the_run_refuse_in_one_line(
     _lose_manifest(data_dir)
     shutil.rmtree(data_dir / "tables")
 
-    proc = cli("ingest", "--source", str(corpus), "--data-dir", str(data_dir))
+    proc = docflow("ingest", "--source", str(corpus), "--data-dir", str(data_dir))
 
     assert proc.returncode == 1
     one_error_line(proc, "state.db", "docflow restore", "docflow reingest")
@@ -184,20 +173,20 @@ def test_damaged_manifest_query_answers_restore_recovers(
     damage(data_dir / "state.db")  # type: ignore[operator]
 
     base = ["--data-dir", str(data_dir)]
-    proc = cli("ingest", "--source", str(corpus), *base)
+    proc = docflow("ingest", "--source", str(corpus), *base)
     assert proc.returncode == 1
     one_error_line(proc, str(data_dir / "state.db"), "docflow restore")
-    proc = cli("inspect", *base)
+    proc = docflow("inspect", *base)
     assert proc.returncode == 1
     one_error_line(proc, "state.db", "docflow restore")
 
-    proc = cli("query", "how do bees survive winter?", *base, "--json")
+    proc = docflow("query", "how do bees survive winter?", *base, "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     hits = json.loads(proc.stdout)["results"]
     assert hits and all(h["chunk_id"] in before for h in hits)
     assert f"answering from {serving}" in proc.stderr and "Traceback" not in proc.stderr
 
-    proc = cli("restore", *base, "--json")
+    proc = docflow("restore", *base, "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["set_aside"]
     assert len(list(data_dir.glob("state.db.corrupt-*"))) == 1
@@ -215,7 +204,7 @@ def test_a_failure_handler_that_could_not_record_the_end_is_marked_interrupted(
 ) -> None:
     """From the 3rd table write on the disk is full: batch parts, then the failed-run record."""
     data_dir = tmp_path / "data"
-    proc = cli(
+    proc = docflow(
         "ingest",
         "--source",
         str(corpus),
@@ -275,13 +264,13 @@ def test_a_full_disk_fails_in_one_line_and_the_next_run_converges(
     )
     filler = _fill(small_disk)
 
-    proc = cli("ingest", "--source", str(corpus), "--data-dir", str(data_dir))
+    proc = docflow("ingest", "--source", str(corpus), "--data-dir", str(data_dir))
     assert proc.returncode == 1
     one_error_line(proc, str(data_dir))
 
     # Chroma writes when it opens its folder, so on a disk with no byte left a query fails,
     # in one line that says where (the manifest is read-only: see the next test)
-    proc = cli("query", "how do bees survive winter?", "--data-dir", str(data_dir))
+    proc = docflow("query", "how do bees survive winter?", "--data-dir", str(data_dir))
     assert proc.returncode == 1
     one_error_line(proc, str(data_dir / "chroma"), "full")
 
@@ -300,7 +289,7 @@ def test_a_query_never_writes_the_manifest(corpus: Path, tmp_path: Path) -> None
         (data_dir / extra).unlink(missing_ok=True)
         (data_dir / extra).mkdir()  # SQLite can neither create nor open it: "disk I/O error"
 
-    proc = cli("query", "how do bees survive winter?", "--data-dir", str(data_dir), "--json")
+    proc = docflow("query", "how do bees survive winter?", "--data-dir", str(data_dir), "--json")
 
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["results"] and "Traceback" not in proc.stderr

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +93,11 @@ def _script(tmp_path: Path, guarded: bool) -> Path:
     return script
 
 
-def _run(script: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+def _run(script: Path) -> subprocess.CompletedProcess[str]:
     from prefect.settings import PREFECT_API_URL
 
     env = {"PREFECT_API_URL": str(PREFECT_API_URL.value()), "PYTHONPATH": str(REPO)}
-    started = time.perf_counter()
-    proc = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,
         text=True,
@@ -107,12 +105,11 @@ def _run(script: Path) -> tuple[subprocess.CompletedProcess[str], float]:
         timeout=300,
         check=False,
     )
-    return proc, time.perf_counter() - started
 
 
 def test_a_script_without_the_main_guard_fails_at_once_saying_what_to_do(tmp_path: Path) -> None:
     """The GPU run's hang: every worker re-imported the script and waited for the lock."""
-    proc, _ = _run(_script(tmp_path, guarded=False))
+    proc = _run(_script(tmp_path, guarded=False))
     assert proc.returncode != 0
     assert "starts docflow at its module level" in proc.stderr
     assert 'under `if __name__ == "__main__":`' in proc.stderr
@@ -120,6 +117,6 @@ def test_a_script_without_the_main_guard_fails_at_once_saying_what_to_do(tmp_pat
 
 
 def test_the_same_script_with_the_guard_runs(tmp_path: Path) -> None:
-    proc, _ = _run(_script(tmp_path, guarded=True))
+    proc = _run(_script(tmp_path, guarded=True))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert ChromaStore.open(tmp_path / "d", "docflow").count() > 0

@@ -259,3 +259,13 @@ def test_a_backfill_range_error_is_one_plain_line() -> None:
             {"start": "2024-01-05", "end": "2024-01-01", "ingest": {"source_template": "x/{date}"}},
         )
     assert str(info.value) == "end 2024-01-01 is before start 2024-01-05"
+
+
+def test_cli_choices_are_the_settings_own() -> None:
+    """The CLI lists backends and rankings without importing their modules: same values."""
+    from flows.cli import EMBED_BACKENDS, RETRIEVALS
+    from tasks.embed_backends import BACKENDS
+    from tasks.retrieval import RETRIEVALS as KNOWN_RETRIEVALS
+
+    assert EMBED_BACKENDS == BACKENDS
+    assert RETRIEVALS == KNOWN_RETRIEVALS

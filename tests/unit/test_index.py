@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tasks.config import IngestParams
@@ -19,13 +18,9 @@ from tasks.lexical import LexicalIndex
 from tasks.split.factory import split_file
 from tasks.store import flatten_metadata
 from tests.conftest import SAMPLE
+from tests.unit.test_admin import unit_vectors
 
 DIM = 8
-
-
-def unit_vectors(n: int, seed: int = 0) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 def sample_chunks(extra: Path | None = None) -> list[Chunk]:
@@ -86,9 +81,7 @@ def test_upsert_and_delete_reach_both_indexes(index: Index) -> None:
     assert index.vectors.ids() == index.words.ids() == {chunks[1].chunk_id}
 
 
-def test_reconcile_builds_a_missing_lexical_index_from_the_store(
-    data_dir: Path, index: Index
-) -> None:
+def test_reconcile_builds_a_missing_lexical_index_from_the_store(index: Index) -> None:
     """A collection written before the lexical index existed (or whose database was lost)."""
     chunks = sample_chunks()[:40]
     index.vectors.upsert(chunks, unit_vectors(len(chunks)))  # vectors only

@@ -84,7 +84,6 @@ def test_the_model_warms_up_in_the_background_only_on_a_gpu() -> None:
 
 def test_an_unguarded_module_level_call_is_refused(tmp_path: Path) -> None:
     """``refuse_unguarded_main`` looks at the main script's code around the calling line."""
-    from tests.conftest import REPO
 
     def run(body: str, workers: int = 1) -> subprocess.CompletedProcess[str]:
         script = tmp_path / "script.py"
@@ -98,8 +97,8 @@ def test_an_unguarded_module_level_call_is_refused(tmp_path: Path) -> None:
             [sys.executable, str(script)],
             capture_output=True,
             text=True,
-            cwd=REPO,
-            env={"PYTHONPATH": str(REPO)},
+            cwd=ROOT,
+            env={"PYTHONPATH": str(ROOT)},
             check=False,
         )
 

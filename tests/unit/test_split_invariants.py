@@ -15,9 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasks.config import IngestParams
-from tasks.discover import FileRef, file_sha256
 from tasks.documents import Document
-from tasks.load import load_file
 from tasks.split import (
     AutoSplitter,
     CharacterTextSplitter,
@@ -31,7 +29,8 @@ from tasks.split import (
 from tasks.split.factory import SPLITTERS, build_splitter
 from tasks.split.invariants import check_spans
 from tasks.split.units import length_unit, model_tokens_unit, tiktoken_unit
-from tests.conftest import CORPORA, corpus_files
+from tests.conftest import corpus_files
+from tests.load_helpers import load_corpus
 
 SIZES = {"chars": (800, 80), "tokens": (200, 25), "model_tokens": (128, 16)}
 UNITS = list(SIZES)
@@ -46,11 +45,7 @@ FILES = (
 @cache
 def corpus_documents() -> tuple[Document, ...]:
     """Load the corpora with docflow's loaders (bad files and non-UTF-8 ones drop out)."""
-    docs = []
-    for path in FILES:
-        ref = FileRef(str(path), path.relative_to(CORPORA).as_posix(), 0, 0.0, file_sha256(path))
-        docs += [r.document for r in load_file(ref) if r.document is not None]
-    return tuple(docs)
+    return load_corpus(FILES)
 
 
 def documents_for(unit: str) -> tuple[Document, ...]:

@@ -17,16 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tasks.config import IngestParams
-from tasks.discover import FileRef, file_sha256
 from tasks.documents import Chunk, Document
-from tasks.load import load_file
 from tasks.split import AutoSplitter, MarkdownHeaderTextSplitter, Span
 from tasks.split.auto import MARKDOWN_HEADERS
 from tasks.split.base import strip_span
 from tasks.split.factory import build_splitter
 from tasks.split.invariants import check_spans
 from tasks.split.units import length_unit, tiktoken_unit
-from tests.conftest import CORPORA, corpus_files
+from tests.conftest import corpus_files
+from tests.load_helpers import load_corpus
 
 MARKDOWN = corpus_files("markdown", ("*.md",))
 
@@ -89,11 +88,7 @@ def is_lone_header(chunk: Chunk) -> bool:
 @cache
 def markdown_documents() -> tuple[Document, ...]:
     """Load the Markdown corpus as the ingest does (front matter becomes metadata)."""
-    docs = []
-    for path in MARKDOWN:
-        ref = FileRef(str(path), path.relative_to(CORPORA).as_posix(), 0, 0.0, file_sha256(path))
-        docs += [r.document for r in load_file(ref) if r.document is not None]
-    return tuple(docs)
+    return load_corpus(MARKDOWN)
 
 
 @pytest.mark.skipif(not MARKDOWN, reason="../shared/corpora/markdown is absent here")

@@ -69,3 +69,23 @@ def test_set_aside_renames_the_file_and_drops_its_wal(tmp_path: Path) -> None:
     moved = set_aside(path)
     assert moved.name.startswith("state.db.corrupt-") and moved.read_bytes() == b"x"
     assert not path.exists() and not (tmp_path / "state.db-wal").exists()
+
+
+def test_open_or_set_aside_keeps_a_sound_file_and_replaces_a_damaged_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "words.sqlite"
+    with LexicalIndex(path) as words:
+        words.upsert([("c1", "bees in winter", {})])
+    opened, moved = LexicalIndex.open_or_set_aside(path, check=True)
+    with opened:
+        assert moved is None and opened.ids() == {"c1"}  # a sound file is kept
+    path.write_bytes(b"not a database at all " * 100)
+    opened, moved = LexicalIndex.open_or_set_aside(path)
+    with opened:
+        assert opened.count() == 0  # a fresh, empty index in its place
+    assert moved is not None and moved.name.startswith("words.sqlite.corrupt-")
+    assert moved.read_bytes().startswith(b"not a database")
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(StateError):  # no database there to set aside: the error stands
+        LexicalIndex.open_or_set_aside(tmp_path / "a-file" / "x.sqlite")
