@@ -6,9 +6,13 @@
     with docflow.Retriever("data", "docflow", retrieval="hybrid") as retriever:
         hits = retriever.search("varroa treatment in winter", where={"source": "varroa.md"})
 
-Each :class:`Hit` has ``chunk_id``, ``source``, ``score``, ``text``, ``metadata``,
-``dense_score`` (cosine) and ``lexical_score`` (BM25). Building the index is the CLI's and
-the Prefect flows' job (``docflow ingest``).
+``docflow.query`` returns a list of :class:`Hit`, best first (not the CLI's ``--json``
+object). Each has ``chunk_id``, ``source``, ``score`` (what it was ranked by),
+``text``, ``metadata``, ``dense_score`` (cosine) and ``lexical_score`` (BM25 relative to
+the question's best possible, in [0, 1)). An empty question raises ``ValueError``; bad
+settings or a missing data dir or collection raise :class:`ConfigError`, a closed
+Retriever :class:`StoreError`. Building the index is the CLI's and the Prefect flows' job
+(``docflow ingest``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from flows.query import query
-from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_RETRIEVAL
+from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_FUSION, DEFAULT_RETRIEVAL
+from tasks.errors import ConfigError, DocflowError, StoreError
 from tasks.manifest import serving_collection as _serving
 from tasks.retrieval import RETRIEVALS, Retriever
 from tasks.store import Hit
@@ -32,10 +37,14 @@ def serving_collection(data_dir: str | Path = "data", collection: str = "docflow
 
 __all__ = [
     "DEFAULT_DENSE_WEIGHT",
+    "DEFAULT_FUSION",
     "DEFAULT_RETRIEVAL",
     "RETRIEVALS",
+    "ConfigError",
+    "DocflowError",
     "Hit",
     "Retriever",
+    "StoreError",
     "query",
     "serving_collection",
 ]

@@ -27,6 +27,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: checks them against tasks.embed_backends.BACKENDS and tasks.retrieval.RETRIEVALS).
 EMBED_BACKENDS = ("auto", "torch", "torch-fp16", "onnx", "onnx-int8")
 RETRIEVALS = ("hybrid", "dense", "lexical")
+FUSIONS = ("absolute", "minmax", "zscore", "confidence", "rrf")
 
 
 class _HideRunFailures(logging.Filter):
@@ -312,6 +313,7 @@ def _run_flow(
 
     with _errors_to_exit_codes():
         address = overrides.pop("dask_address", None)
+        runtime.require_server_for_dask(address)
         params = _params(config_file, overrides)
         if flow_name == "reingest":
             from flows.rebuild import reingest as run
@@ -324,7 +326,7 @@ def _run_flow(
         bar = _Progress()
         listener = bar if sys.stderr.isatty() else (lambda done, total: None)
         try:
-            with progress.listen(listener), runtime.api_for_workers(address):
+            with progress.listen(listener):
                 summary = run(params)
         finally:
             bar.close()
@@ -471,27 +473,51 @@ def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
     return where
 
 
+def ranking_options(fn: F) -> F:
+    """``--retrieval``, ``--dense-weight``, ``--fusion``, ``--stop-words``: query, evaluate."""
+    options = [
+        click.option(
+            "--retrieval",
+            type=click.Choice(RETRIEVALS),
+            help="Ranking: hybrid (BM25 and cosine), dense (cosine) or lexical (BM25) "
+            "[hybrid; env DOCFLOW_RETRIEVAL].",
+        ),
+        click.option(
+            "--dense-weight",
+            type=float,
+            help="hybrid: weight of the cosine score, 0..1 (BM25 weighs 1 - this) "
+            "[0.25; env DOCFLOW_DENSE_WEIGHT].",
+        ),
+        click.option(
+            "--fusion",
+            type=click.Choice(FUSIONS),
+            help="hybrid: how the two scores meet: absolute (each on its own scale), or "
+            "over each question's candidates: minmax, zscore, confidence, rrf "
+            "[absolute; env DOCFLOW_FUSION].",
+        ),
+        click.option(
+            "--stop-words/--keep-stop-words",
+            "stop_words",
+            default=None,
+            help="BM25 side: ignore English function words of the question, or keep them "
+            "[ignore; env DOCFLOW_STOP_WORDS].",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
 @cli.command()
 @click.argument("text")
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Results.")
 @click.option("--where", multiple=True, help="Metadata filter KEY=VALUE (repeatable).")
-@click.option(
-    "--retrieval",
-    type=click.Choice(RETRIEVALS),
-    help="Ranking: hybrid (BM25 and cosine, weighted), dense (cosine) or lexical (BM25) "
-    "[hybrid; env DOCFLOW_RETRIEVAL].",
-)
-@click.option(
-    "--dense-weight",
-    type=float,
-    help="hybrid: weight of the cosine score, 0..1 (BM25 weighs 1 - this) "
-    "[0.5; env DOCFLOW_DENSE_WEIGHT].",
-)
+@ranking_options
 @click.option(
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
-    help="TOML config file (its [query] table: retrieval, dense_weight).",
+    help="TOML config file (its [query] table: retrieval, dense_weight, fusion, stop_words).",
 )
 @collection_options(tables=False)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -501,6 +527,8 @@ def query(
     where: tuple[str, ...],
     retrieval: str | None,
     dense_weight: float | None,
+    fusion: str | None,
+    stop_words: bool | None,
     config_file: Path | None,
     data_dir: str,
     collection: str,
@@ -512,25 +540,38 @@ def query(
 
     Example: docflow query "how do I treat varroa in winter?" -k 3 --retrieval hybrid
     """
-    from flows.query import query as run_query
     from tasks.config import resolve_query_params
+    from tasks.retrieval import Retriever, check_question, describe_score
 
     with _errors_to_exit_codes():
+        try:
+            check_question(text)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
         _check_data_dir(data_dir)
-        settings = resolve_query_params(
-            config_file, {"retrieval": retrieval, "dense_weight": dense_weight}
-        )
-        hits = run_query(
-            text,
+        given = {
+            "retrieval": retrieval,
+            "dense_weight": dense_weight,
+            "fusion": fusion,
+            "stop_words": stop_words,
+        }
+        settings = resolve_query_params(config_file, given)
+        filters = _parse_where(where)
+        with Retriever(
             Path(data_dir),
             collection,
-            k=k,
-            where=_parse_where(where),
-            host=chroma_host,
-            port=chroma_port,
-            retrieval=settings.retrieval,
-            dense_weight=settings.dense_weight,
-        )
+            settings.retrieval,
+            settings.dense_weight,
+            chroma_host,
+            chroma_port,
+            settings.fusion,
+            settings.stop_words,
+        ) as retriever:
+            hits = retriever.search(text, k=k, where=filters)
+            unknown = []
+            if not hits and filters:
+                keys = retriever.metadata_keys()
+                unknown = [key for key in filters if key not in keys]
     if as_json:
         rows = [
             {
@@ -545,14 +586,35 @@ def query(
             }
             for i, h in enumerate(hits, start=1)
         ]
-        payload = {"query": text, **settings.model_dump(), "results": rows}
+        payload = {
+            "query": text,
+            **settings.model_dump(),
+            "score": describe_score(settings),
+            "results": rows,
+        }
         click.echo(json.dumps(payload, ensure_ascii=False))
         return
     if not hits:
-        click.echo(f"no results for {text!r}" + (" with these --where filters" if where else ""))
+        why = " with these --where filters" if filters else ""
+        if unknown:
+            why = (
+                f": no chunk has the metadata key {unknown[0]!r} "
+                f"(keys: {', '.join(keys) or 'none'})"
+            )
+        click.echo(f"no results for {text!r}{why}")
+        return
+    click.echo(f"score = {describe_score(settings)}")
     for i, h in enumerate(hits, start=1):
         snippet = " ".join(h.text.split())
-        click.echo(f"{i}. [{h.score:.3f}] {h.source}\n   {snippet[:240]}")
+        sides = [
+            f"{name} {value:.3f}"
+            for name, value in (("cosine", h.dense_score), ("bm25", h.lexical_score))
+            if value is not None
+        ]
+        click.echo(
+            f"{i}. [{settings.retrieval} {h.score:.3f}] {h.source}  ({', '.join(sides)})\n"
+            f"   {snippet[:240]}"
+        )
 
 
 @cli.command()
@@ -722,6 +784,7 @@ def backfill(
 
     with _errors_to_exit_codes():
         address = overrides.pop("dask_address", None)
+        runtime.require_server_for_dask(address)
         params = _params(config_file, overrides)
         if not params.source_template:
             raise ConfigError("backfill needs --source-template, e.g. 'landing/{date:%Y-%m-%d}/'")
@@ -738,7 +801,7 @@ def backfill(
             },
         )
         _hide_run_failures()
-        with runtime.dask_env(address), runtime.api_for_workers(address):
+        with runtime.dask_env(address):
             result = run(spec)
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))
@@ -806,9 +869,10 @@ def serve(limit: int | None) -> None:
     "--splitter",
     "specs",
     multiple=True,
-    help="Configuration NAME[:KEY=VALUE,...] with ingest settings and retrieval, "
-    "dense_weight, e.g. token:chunk_size=278,chunk_overlap=139,length_unit=tokens,"
-    "retrieval=hybrid,dense_weight=0.5 (repeatable) [docflow's defaults].",
+    help="Configuration NAME[:KEY=VALUE,...] with ingest settings and the query's "
+    "retrieval, dense_weight, fusion, stop_words, e.g. token:chunk_size=278,"
+    "chunk_overlap=139,length_unit=tokens,retrieval=hybrid,fusion=rrf (repeatable) "
+    "[docflow's defaults].",
 )
 @click.option("--model", help="Embedding model name or path [all-MiniLM-L6-v2].")
 @click.option(
@@ -818,19 +882,7 @@ def serve(limit: int | None) -> None:
     help="How the model runs, where a configuration does not say [auto; env "
     "DOCFLOW_EMBED_BACKEND].",
 )
-@click.option(
-    "--retrieval",
-    envvar="DOCFLOW_RETRIEVAL",
-    type=click.Choice(RETRIEVALS),
-    help="Ranking, where a configuration does not say [hybrid; env DOCFLOW_RETRIEVAL].",
-)
-@click.option(
-    "--dense-weight",
-    envvar="DOCFLOW_DENSE_WEIGHT",
-    type=float,
-    help="hybrid: weight of the cosine score, where a configuration does not say "
-    "[env DOCFLOW_DENSE_WEIGHT].",
-)
+@ranking_options
 @click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Top k.")
 @click.option(
     "--out",
@@ -847,6 +899,8 @@ def evaluate(
     embed_backend: str | None,
     retrieval: str | None,
     dense_weight: float | None,
+    fusion: str | None,
+    stop_words: bool | None,
     k: int,
     out: Path,
     as_json: bool,
@@ -861,6 +915,7 @@ def evaluate(
     Example: docflow evaluate --splitter auto:retrieval=dense --splitter auto:retrieval=hybrid
     """
     from flows.evaluate import EVAL_ROOT
+    from tasks.config import resolve_query_params
     from tasks.embed import DEFAULT_MODEL
     from tasks.evaluate import default_spec, find_datasets, format_table, parse_spec
 
@@ -874,8 +929,15 @@ def evaluate(
                 "(needs corpora/*.md and questions.csv, or folders of them)"
             )
         chosen = list(dict.fromkeys(specs)) or [default_spec()]
+        given = {
+            "retrieval": retrieval,
+            "dense_weight": dense_weight,
+            "fusion": fusion,
+            "stop_words": stop_words,
+        }
+        ranking = resolve_query_params(None, given)  # flags, DOCFLOW_* env, defaults
         for spec in chosen:  # bad specs are usage errors, before any flow
-            parse_spec(spec, model, embed_backend, retrieval, dense_weight)
+            parse_spec(spec, model, embed_backend, ranking.model_dump())
         from flows.evaluate import evaluate as run
 
         _hide_run_failures()
@@ -886,8 +948,10 @@ def evaluate(
             embed_backend=embed_backend,
             k=k,
             out=str(out),
-            retrieval=retrieval,
-            dense_weight=dense_weight,
+            retrieval=ranking.retrieval,
+            dense_weight=ranking.dense_weight,
+            fusion=ranking.fusion,
+            stop_words=ranking.stop_words,
         )
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, default=str))

@@ -118,11 +118,14 @@ def evaluate(
     batch_size: int = 32,
     retrieval: str | None = None,
     dense_weight: float | None = None,
+    fusion: str | None = None,
+    stop_words: bool | None = None,
 ) -> dict[str, Any]:
     """Evaluate each configuration (``NAME:KEY=VALUE,...``) on every data set.
 
-    ``embed_backend``, ``retrieval`` and ``dense_weight`` are the defaults of
-    configurations that do not set them (else docflow's own defaults).
+    ``embed_backend`` and the query settings (``retrieval``, ``dense_weight``, ``fusion``,
+    ``stop_words``) are the defaults of configurations that do not set them (else
+    docflow's own defaults).
 
     Returns:
         The data sets, k, one summary per configuration (per corpus: mean and population
@@ -131,8 +134,14 @@ def evaluate(
 
     """
     paths = datasets or default_datasets()
+    ranking = {
+        "retrieval": retrieval,
+        "dense_weight": dense_weight,
+        "fusion": fusion,
+        "stop_words": stop_words,
+    }
     configs = [
-        parse_spec(s, model, embed_backend, retrieval, dense_weight)
+        parse_spec(s, model, embed_backend, {k: v for k, v in ranking.items() if v is not None})
         for s in (splitters or [default_spec()])
     ]
     data = load_datasets_task(paths)

@@ -34,7 +34,7 @@ from tasks.manifest import Manifest
 from tasks.partitions import partition_folder
 from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
-from tasks.store import record_fingerprint_task
+from tasks.store import record_fingerprint_task, use_chroma_server
 from tasks.sync import delete_task, store_task
 from tasks.tables import PartRef, mark_interrupted, use_tables_url, write_run
 
@@ -180,7 +180,7 @@ def ingest(params: IngestParams | None = None) -> dict[str, Any]:
     deleted, deleted files removed. ``full_refresh`` reprocesses every file. With a
     ``source_template``, the run ingests one date partition (see tasks/partitions.py).
     """
-    params = runtime.for_this_run(params or IngestParams())
+    params = use_chroma_server(runtime.for_this_run(params or IngestParams()))
     runtime.refuse_unguarded_main(params.loaders.process_count())
     runtime.warm_up_model(params.model, params.embed_backend)  # on a GPU: import while we plan
     guard = collection_guard(

@@ -9,7 +9,7 @@ from typing import Any
 from tasks.errors import StoreError
 from tasks.lexical import LexicalIndex, database_path
 from tasks.manifest import serving_collection
-from tasks.store import ChromaStore
+from tasks.store import ChromaStore, chroma_server
 from tasks.tables import part_sizes, read_table, tables_url
 
 TABLES = ("documents", "chunks", "embeddings", "runs")
@@ -44,7 +44,12 @@ def inspect_data(
     host: str | None = None,
     port: int = 8000,
 ) -> dict[str, Any]:
-    """Return counts and sizes of every table, the collection and its last runs (newest first)."""
+    """Return counts and sizes of every table, the collection and its last runs (newest first).
+
+    Reads only: the Chroma server is the one given, else the one the data dir recorded;
+    an embedded store that does not exist is reported missing, not created.
+    """
+    host, port = chroma_server(data_dir, host, port)
     tables = {}
     for name in TABLES:
         sizes = part_sizes(data_dir, name)
@@ -55,16 +60,22 @@ def inspect_data(
         }
     try:
         physical = serving_collection(data_dir, collection)
-        col = ChromaStore.open(data_dir, physical, host, port).collection()
+        col = ChromaStore.open(data_dir, physical, host, port, create=False).collection()
         info: dict[str, Any] = {
             "name": collection,
             "physical": physical,
+            "store": f"{host}:{port}" if host else str(data_dir / "chroma"),
             "count": col.count(),
             "lexical_count": _lexical_count(data_dir, physical),
             **(col.metadata or {}),
         }
     except StoreError:
-        info = {"name": collection, "count": 0, "missing": True}
+        info = {
+            "name": collection,
+            "store": f"{host}:{port}" if host else str(data_dir / "chroma"),
+            "count": 0,
+            "missing": True,
+        }
     runs = [
         r for r in read_table(data_dir, "runs").to_pylist() if r.get("collection") == collection
     ]

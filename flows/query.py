@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_RETRIEVAL
-from tasks.retrieval import Retriever
+from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_FUSION, DEFAULT_RETRIEVAL
+from tasks.retrieval import Retriever, check_question
 from tasks.store import Hit, Scalar
 
 
@@ -25,11 +25,22 @@ def query(
     port: int = 8000,
     retrieval: str = DEFAULT_RETRIEVAL,
     dense_weight: float = DEFAULT_DENSE_WEIGHT,
+    fusion: str = DEFAULT_FUSION,
+    stop_words: bool = True,
 ) -> list[Hit]:
-    """Return the ``k`` best chunks for ``text``, best first (from a server if ``host``).
+    """Return the ``k`` best chunks for ``text`` as a list of hits, best first.
 
-    ``retrieval`` is ``hybrid`` (default), ``dense`` or ``lexical``; ``dense_weight`` the
-    weight of the dense side in ``hybrid`` (see tasks/retrieval.py).
+    ``retrieval`` is ``hybrid`` (default), ``dense`` or ``lexical``; ``dense_weight`` and
+    ``fusion`` say how ``hybrid`` weighs the two sides (see tasks/retrieval.py). The
+    vectors come from a Chroma server when ``host`` is given.
+
+    Raises:
+        ValueError: For an empty (or whitespace-only) question.
+        ConfigError: For bad settings, a missing data dir or collection.
+
     """
-    with Retriever(data_dir, collection, retrieval, dense_weight, host, port) as retriever:
+    check_question(text)  # before anything is opened or loaded
+    with Retriever(
+        data_dir, collection, retrieval, dense_weight, host, port, fusion, stop_words
+    ) as retriever:
         return retriever.search(text, k=k, where=where)

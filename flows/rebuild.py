@@ -26,6 +26,7 @@ from tasks.failpoints import failpoint
 from tasks.manifest import Manifest
 from tasks.partitions import partition_params
 from tasks.runs import new_run_id
+from tasks.store import use_chroma_server
 from tasks.tables import use_tables_url
 
 
@@ -37,7 +38,7 @@ def reingest(params: IngestParams | None = None) -> dict[str, Any]:
     build fails, the current version keeps serving and the next reingest starts clean.
     With a ``source_template``, every partition is rebuilt.
     """
-    params = params or IngestParams()
+    params = use_chroma_server(params or IngestParams())
     runtime.refuse_unguarded_main(params.loaders.process_count())
     params = partition_params(params, None) if params.source_template else params
     host, port = params.chroma_host, params.chroma_port
@@ -63,7 +64,7 @@ def reingest(params: IngestParams | None = None) -> dict[str, Any]:
 @flow(name="restore")
 def restore_flow(params: CollectionParams | None = None) -> dict[str, Any]:
     """Rebuild the collection from the Parquet tables alone (no loading, no embedding)."""
-    p = params or CollectionParams()
+    p = use_chroma_server(params or CollectionParams())
     with collection_guard(p.data_path, p.collection, p.lock_timeout, p.chroma_host):
         use_tables_url(p.data_path, p.tables_url)
         result = restore_task(p.data_dir, p.collection, new_run_id(), p.chroma_host, p.chroma_port)
@@ -73,7 +74,7 @@ def restore_flow(params: CollectionParams | None = None) -> dict[str, Any]:
 @flow(name="clear")
 def clear_flow(params: ClearParams | None = None) -> dict[str, Any]:
     """Drop the collection, its tables and manifest rows (and the cache if asked)."""
-    p = params or ClearParams()
+    p = use_chroma_server(params or ClearParams())
     with collection_guard(p.data_path, p.collection, p.lock_timeout, p.chroma_host):
         use_tables_url(p.data_path, p.tables_url)
         result = clear_task(p.data_dir, p.collection, p.drop_cache, p.chroma_host, p.chroma_port)

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from tasks.config import IngestParams
@@ -134,23 +134,24 @@ def task_runner(address: str | None = None) -> TaskRunner[Any]:
     return runner
 
 
-@contextmanager
-def api_for_workers(address: str | None) -> Iterator[None]:
-    """Give Dask workers a Prefect API to report their task runs to.
+def require_server_for_dask(address: str | None) -> None:
+    """Refuse a Dask cluster without a configured Prefect server.
 
-    With a server configured (PREFECT_API_URL), its settings travel to the workers with
-    each task. Without one, start this process's temporary server now and name it in the
-    settings, so the workers report to it rather than each starting its own.
+    Dask workers live longer than a run, and each keeps the Prefect API address of the
+    first task it ran (its events and log workers are per process). A temporary server
+    lives and dies with one CLI run, so the workers of the next run would report to a dead
+    address: their task runs and logs would be lost. A configured server outlives runs.
+
+    Raises:
+        ConfigError: If a Dask address is given (or in the environment) and no
+            PREFECT_API_URL is configured.
     """
-    if not dask_address(address) or PREFECT_API_URL.value():
-        yield
-        return
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()
-    server.start()
-    with temporary_settings({PREFECT_API_URL: server.api_url}):
-        yield
+    if dask_address(address) and not PREFECT_API_URL.value():
+        raise ConfigError(
+            "a Dask cluster needs a Prefect server that outlives the run for its workers to "
+            "report to: start one (prefect server start) and set "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api"
+        )
 
 
 def scheduled_date() -> dt.date:

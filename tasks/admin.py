@@ -52,15 +52,33 @@ def is_version_of(name: str, physical: str) -> bool:
     return physical == name or re.fullmatch(pattern, physical) is not None
 
 
-def versions(data_dir: Path, name: str, host: str | None = None, port: int = 8000) -> list[str]:
-    """Return every physical collection of logical ``name`` in the store (serving or not)."""
-    client = make_client(path=data_dir / "chroma", host=host, port=port)
+def versions(
+    data_dir: Path, name: str, host: str | None = None, port: int = 8000, create: bool = True
+) -> list[str]:
+    """Return every physical collection of logical ``name`` in the store (serving or not).
+
+    ``create`` False (readers): an embedded store that does not exist has none, and is
+    not created.
+    """
+    try:
+        client = make_client(data_dir / "chroma", host, port, create)
+    except StoreError:
+        if create or host:
+            raise
+        return []
     return sorted(n for n in collection_names(client) if is_version_of(name, n))
 
 
-def logical_names(data_dir: Path, host: str | None = None, port: int = 8000) -> list[str]:
+def logical_names(
+    data_dir: Path, host: str | None = None, port: int = 8000, create: bool = True
+) -> list[str]:
     """Return the collection names users know (versions folded into their name), sorted."""
-    client = make_client(path=data_dir / "chroma", host=host, port=port)
+    try:
+        client = make_client(data_dir / "chroma", host, port, create)
+    except StoreError:
+        if create or host:
+            raise
+        return []
     suffix = re.compile(r"--v\d{8}T\d{6}-[0-9a-f]{6}\Z")
     return sorted({suffix.sub("", n) for n in collection_names(client)})
 

@@ -125,10 +125,13 @@ SplitterName = Literal[
 ]
 LengthUnit = Literal["chars", "tokens", "model_tokens"]
 Retrieval = Literal["hybrid", "dense", "lexical"]
-#: How queries rank by default, and the dense side's weight in ``hybrid`` (chosen by
-#: ``docflow evaluate`` on every shared data set: README, "Choosing the default").
+#: How ``hybrid`` puts the two scores on one scale (tasks/retrieval.py).
+Fusion = Literal["absolute", "minmax", "zscore", "confidence", "rrf"]
+#: How queries rank by default: the fusion, and the dense side's weight in ``hybrid``
+#: (chosen by ``docflow evaluate`` on every shared data set: README, "Choosing the default").
 DEFAULT_RETRIEVAL: Retrieval = "hybrid"
-DEFAULT_DENSE_WEIGHT = 0.5
+DEFAULT_FUSION: Fusion = "absolute"
+DEFAULT_DENSE_WEIGHT = 0.25
 
 
 class IngestParams(BaseModel):
@@ -366,6 +369,17 @@ class QueryParams(BaseModel):
         le=1.0,
         description="hybrid: weight of the dense score (the lexical one weighs 1 - this).",
     )
+    fusion: Fusion = Field(
+        DEFAULT_FUSION,
+        description="hybrid: how the two scores meet: absolute (cosine and relative BM25 "
+        "as they are), minmax, zscore (over each question's candidates), confidence "
+        "(minmax, weighted per question by each side's margin) or rrf (reciprocal ranks).",
+    )
+    stop_words: bool = Field(
+        True,
+        description="lexical side: ignore English function words (when, the, what...) "
+        "in the question.",
+    )
 
 
 def resolve_query_params(
@@ -381,8 +395,10 @@ def resolve_query_params(
     """
     file = _read_toml(config_file) if config_file is not None else {}
     section = file.get("query")
-    table = section if isinstance(section, dict) else file
-    from_file = {k: v for k, v in table.items() if k in QueryParams.model_fields}
+    if isinstance(section, dict):  # every key of [query] must be a query setting
+        from_file = {k.replace("-", "_"): v for k, v in section.items()}
+    else:  # a flat file holds ingest settings too: take the query ones
+        from_file = {k: v for k, v in file.items() if k in QueryParams.model_fields}
     merged = _layered(from_file, QueryParams.model_fields, environ, overrides)
     return validated(QueryParams, merged)
 

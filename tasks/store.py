@@ -4,16 +4,24 @@ We always pass our own embeddings: the collection is created with no embedding f
 because Chroma's default one downloads a model at first use. The collection records the
 embedding model and dimension; opening it with another model is refused (mixing vector
 spaces silently ruins retrieval).
+
+A data dir remembers the Chroma server its collections were written to
+(``<data_dir>/chroma.server``, :func:`chroma_server`), as it remembers its tables URL: after
+``docflow ingest --chroma-host H``, every later command on that data dir (query, inspect,
+clear, reingest, restore, the next ingest) uses H without the flag, so a collection stored
+on a server is never read from an empty embedded store. A command that only reads opens
+no embedded store that is not there (Chroma would create its folder).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -23,6 +31,7 @@ from tasks.errors import StateError, StoreError
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+    from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +80,100 @@ def flatten_metadata(chunk: Chunk) -> dict[str, Scalar]:
     return meta
 
 
-def make_client(path: Path | None = None, host: str | None = None, port: int = 8000) -> ClientAPI:
-    """Return a Chroma client: HttpClient when ``host`` is given, else PersistentClient."""
+#: The file in the data dir that records the Chroma server (``host:port``) it writes to.
+CHROMA_SERVER_FILE = "chroma.server"
+
+
+def recorded_server(data_dir: Path) -> tuple[str, int] | None:
+    """Return the Chroma server ``data_dir`` recorded, or None (the embedded store)."""
+    record = data_dir / CHROMA_SERVER_FILE
+    if not record.is_file():
+        return None
+    host, _, port = record.read_text(encoding="utf-8").strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise StateError(f"{record} does not hold a Chroma server as host:port")
+    return host, int(port)
+
+
+def chroma_server(data_dir: Path, host: str | None, port: int) -> tuple[str | None, int]:
+    """Return the Chroma server a command on ``data_dir`` uses, as ``(host, port)``.
+
+    ``host`` given: that server (``""``: the embedded store). Not given: the server the
+    data dir recorded, else the embedded store (``(None, port)``).
+    """
+    if host is not None:
+        return host or None, port
+    return recorded_server(data_dir) or (None, port)
+
+
+def remember_server(data_dir: Path, host: str | None, port: int) -> None:
+    """Record the Chroma server that commands writing ``data_dir`` were given.
+
+    ``None``: keep what is recorded; ``""``: back to the embedded store (the record goes).
+    The server must answer first, so a mistyped host is an error, never a record.
+
+    Raises:
+        StoreError: If the server does not answer.
+
+    """
+    if host is None:
+        return
+    record = data_dir / CHROMA_SERVER_FILE
+    if not host:
+        record.unlink(missing_ok=True)
+        return
+    make_client(host=host, port=port).heartbeat()
+    location = f"{host}:{port}"
+    if record.is_file() and record.read_text(encoding="utf-8").strip() == location:
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+    tmp.write_text(location + "\n", encoding="utf-8")
+    os.replace(tmp, record)
+
+
+_Params = TypeVar("_Params", bound="BaseModel")
+
+
+def use_chroma_server(params: _Params) -> _Params:
+    """Return settings with the data dir's Chroma server filled in (writers call this).
+
+    A server given in ``params`` is recorded for later commands (after it answered); none
+    given means the recorded one, else the embedded store. ``params`` has ``data_dir``,
+    ``chroma_host`` and ``chroma_port`` (IngestParams, CollectionParams).
+    """
+    data_dir = Path(getattr(params, "data_dir"))  # noqa: B009 - any settings model
+    given, port = getattr(params, "chroma_host"), getattr(params, "chroma_port")  # noqa: B009
+    remember_server(data_dir, given, port)
+    host, port = chroma_server(data_dir, given, port)
+    return params.model_copy(update={"chroma_host": host, "chroma_port": port})
+
+
+def make_client(
+    path: Path | None = None, host: str | None = None, port: int = 8000, create: bool = True
+) -> ClientAPI:
+    """Return a Chroma client: HttpClient when ``host`` is given, else PersistentClient.
+
+    Raises:
+        StoreError: If the server does not answer, or (``create`` False) the embedded
+            store at ``path`` does not exist yet: readers must not create it.
+        StateError: If the embedded store cannot be opened (a full disk).
+
+    """
     import chromadb
     from chromadb.config import Settings
     from chromadb.errors import ChromaError
 
     settings = Settings(anonymized_telemetry=False)
     if host:
-        return chromadb.HttpClient(host=host, port=port, settings=settings)
+        try:
+            return chromadb.HttpClient(host=host, port=port, settings=settings)
+        except Exception as exc:  # noqa: BLE001 - connection errors come in many types
+            raise StoreError(f"the Chroma server {host}:{port} does not answer: {exc}") from exc
     if path is None:
         raise StoreError("a Chroma path or host is required")
+    if not create and not (path / "chroma.sqlite3").is_file():
+        raise StoreError(f"no Chroma store in {path} yet: run docflow ingest")
     if not (path / "chroma.sqlite3").exists():
         # Chroma caches one system per path for the process; if the folder was deleted
         # under this process, that cached system points at files that are gone
@@ -106,10 +198,19 @@ class ChromaStore:
 
     @classmethod
     def open(
-        cls, data_dir: Path, name: str, host: str | None = None, port: int = 8000
+        cls,
+        data_dir: Path,
+        name: str,
+        host: str | None = None,
+        port: int = 8000,
+        create: bool = True,
     ) -> ChromaStore:
-        """Open the store under ``data_dir/chroma`` (or on a server when ``host`` is set)."""
-        return cls(make_client(path=data_dir / "chroma", host=host, port=port), name)
+        """Open the store under ``data_dir/chroma`` (or on a server when ``host`` is set).
+
+        ``create`` False (readers): a missing embedded store raises StoreError instead of
+        being created.
+        """
+        return cls(make_client(data_dir / "chroma", host, port, create), name)
 
     def exists(self) -> bool:
         """Return whether the collection exists."""

@@ -2,29 +2,40 @@
 
 A configuration is written ``NAME[:KEY=VALUE,...]``: NAME is a splitter, the keys are
 ingest settings (``chunk_size``, ``chunk_overlap``, ``length_unit``, ``model``,
-``embed_backend``...) and the query settings ``retrieval`` and ``dense_weight``, e.g.
-``token:chunk_size=278,chunk_overlap=139,length_unit=tokens,retrieval=hybrid,dense_weight=0.5``.
+``embed_backend``...) and the query settings ``retrieval``, ``dense_weight``, ``fusion``
+and ``stop_words``, e.g.
+``token:chunk_size=278,chunk_overlap=139,length_unit=tokens,retrieval=hybrid,fusion=rrf``.
 Anything not given is docflow's default, so ``auto`` alone is the configuration a new user
 gets from ``docflow ingest`` and ``docflow query``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_RETRIEVAL, IngestParams, QueryParams
+from tasks.config import IngestParams, QueryParams
 from tasks.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """One configuration: a label, the ingest parameters of its chunks, how it retrieves."""
+    """One configuration: a label, the ingest parameters of its chunks, how it ranks."""
 
     label: str
     params: IngestParams
-    retrieval: str = DEFAULT_RETRIEVAL
-    dense_weight: float = DEFAULT_DENSE_WEIGHT
+    ranking: QueryParams = field(default_factory=QueryParams)
+
+    @property
+    def retrieval(self) -> str:
+        """Return the ranking: hybrid, dense or lexical."""
+        return self.ranking.retrieval
+
+    @property
+    def dense_weight(self) -> float:
+        """Return the dense side's weight in hybrid ranking."""
+        return self.ranking.dense_weight
 
     def describe(self) -> dict[str, Any]:
         """Return the settings as plain values (the report's leading columns)."""
@@ -39,6 +50,8 @@ class EvalConfig:
             "embed_backend": p.embed_backend,
             "retrieval": self.retrieval,
             "dense_weight": self.dense_weight,
+            "fusion": self.ranking.fusion,
+            "stop_words": self.ranking.stop_words,
         }
 
     def chunking(self) -> tuple[str, str, str, str]:
@@ -52,11 +65,15 @@ class EvalConfig:
 
 
 def default_spec() -> str:
-    """Return the spec of docflow's defaults (the ingest's chunking, the query's ranking)."""
-    p, q = IngestParams(), QueryParams()
+    """Return the spec of docflow's default chunking (the ranking is the query's default).
+
+    The ranking is left to the defaults (``--retrieval``, ``--fusion``... or docflow's
+    own), so ``docflow evaluate --fusion rrf`` evaluates the default chunking with it.
+    """
+    p = IngestParams()
     return (
         f"{p.splitter}:chunk_size={p.chunk_size},chunk_overlap={p.chunk_overlap},"
-        f"length_unit={p.length_unit},retrieval={q.retrieval},dense_weight={q.dense_weight}"
+        f"length_unit={p.length_unit}"
     )
 
 
@@ -70,14 +87,15 @@ def parse_spec(
     spec: str,
     model: str | None = None,
     embed_backend: str | None = None,
-    retrieval: str | None = None,
-    dense_weight: float | None = None,
+    ranking: Mapping[str, Any] | None = None,
 ) -> EvalConfig:
     """Parse ``NAME[:KEY=VALUE,...]``, e.g. ``token:chunk_size=278,length_unit=tokens``.
 
     NAME is any splitter ``build_splitter`` knows (semantic ones too); keys are IngestParams
-    fields and ``retrieval``/``dense_weight``. The other arguments are the defaults of
-    settings the spec does not give (e.g. from ``--model`` or ``DOCFLOW_EMBED_BACKEND``).
+    fields and the query settings (``retrieval``, ``dense_weight``, ``fusion``,
+    ``stop_words``). The other arguments are the defaults of settings the spec does not
+    give (e.g. from ``--model``, ``DOCFLOW_EMBED_BACKEND`` or ``--fusion``); ``ranking``
+    holds query settings by name (None: not given).
 
     Raises:
         ConfigError: For an unknown splitter or key, or a bad value.
@@ -94,12 +112,7 @@ def parse_spec(
         raise ConfigError(
             f"unknown splitter {name!r} in {spec!r}; expected one of {', '.join(known)}"
         )
-    defaults = {
-        "model": model,
-        "embed_backend": embed_backend,
-        "retrieval": retrieval,
-        "dense_weight": dense_weight,
-    }
+    defaults = {"model": model, "embed_backend": embed_backend, **(ranking or {})}
     fields: dict[str, Any] = {k: v for k, v in defaults.items() if v is not None}
     for item in filter(None, (s.strip() for s in rest.split(","))):
         key, sep, value = item.partition("=")
@@ -116,10 +129,10 @@ def parse_spec(
     query = {k: fields.pop(k) for k in list(fields) if k in QueryParams.model_fields}
     try:
         params = IngestParams(**fields)
-        ranking = QueryParams(**query)
+        query_params = QueryParams(**query)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise ConfigError(f"bad splitter spec {spec!r}: {where}: {first['msg']}") from exc
     params = params.model_copy(update={"splitter": name})
-    return EvalConfig(spec.strip(), params, ranking.retrieval, ranking.dense_weight)
+    return EvalConfig(spec.strip(), params, query_params)

@@ -112,7 +112,12 @@ def format_config(summary: Mapping[str, Any]) -> str:
     )
     settings = (
         f"{summary['config']}  [retrieval {summary['retrieval']}"
-        + (f", dense_weight {summary['dense_weight']}" if summary["retrieval"] == "hybrid" else "")
+        + (
+            f", fusion {summary['fusion']}, dense_weight {summary['dense_weight']}"
+            if summary["retrieval"] == "hybrid"
+            else ""
+        )
+        + ("" if summary["stop_words"] or summary["retrieval"] == "dense" else ", stop words kept")
         + f", embed backend {summary['embed_backend']}, k = {summary['k']}]"
     )
     lines = [settings, *("  " + line for line in _columns([head, *body]))]

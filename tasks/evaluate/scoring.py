@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_RETRIEVAL, IngestParams
+from tasks.config import IngestParams, QueryParams
 from tasks.errors import ConfigError
 from tasks.evaluate.configs import EvalConfig
 from tasks.evaluate.dataset import Dataset, Interval
@@ -121,13 +121,14 @@ def retrieve(
     chunk_vectors: np.ndarray | None,
     question_vectors: np.ndarray | None,
     k: int = DEFAULT_K,
-    retrieval: str = DEFAULT_RETRIEVAL,
-    dense_weight: float = DEFAULT_DENSE_WEIGHT,
+    ranking: QueryParams | None = None,
 ) -> list[list[int]]:
-    """Return, per question, the indices of the ``k`` chunks ``retrieval`` ranks first.
+    """Return, per question, the indices of the ``k`` chunks ``ranking`` puts first.
 
     The vectors are unit length (cosine is the dot product); ``lexical`` needs none.
     """
+    ranking = ranking or QueryParams()
+    retrieval = ranking.retrieval
     if len(chunks) == 0:
         return [[] for _ in dataset.questions]
     words: LexicalIndex | None = None
@@ -150,13 +151,13 @@ def retrieve(
         lexical_top: dict[str, float] = {}
         lexical_of = None
         if words is not None:
-            lexical_top = words.search(question.text, n)
+            lexical_top = words.search(question.text, n, stop_words=ranking.stop_words)
 
             def lexical_of(ids: Sequence[str], text: str = question.text) -> dict[str, float]:
                 assert words is not None
-                return words.scores(text, ids)
+                return words.scores(text, ids, stop_words=ranking.stop_words)
 
-        ranked = rank(retrieval, k, dense_top, lexical_top, dense_of, lexical_of, dense_weight)
+        ranked = rank(ranking, k, dense_top, lexical_top, dense_of, lexical_of)
         out.append([int(r.chunk_id) for r in ranked])
     if words is not None:
         words.close()
@@ -194,12 +195,13 @@ def score_questions(
     chunks: Chunks,
     embed: Embed,
     k: int = DEFAULT_K,
-    retrieval: str = DEFAULT_RETRIEVAL,
-    dense_weight: float = DEFAULT_DENSE_WEIGHT,
+    ranking: QueryParams | None = None,
 ) -> list[dict[str, Any]]:
     """Embed, retrieve and score every question of a data set."""
-    vectors, questions = _embedded(dataset, chunks, embed if retrieval != "lexical" else None)
-    top = retrieve(dataset, chunks, vectors, questions, k, retrieval, dense_weight)
+    ranking = ranking or QueryParams()
+    lexical_only = ranking.retrieval == "lexical"
+    vectors, questions = _embedded(dataset, chunks, None if lexical_only else embed)
+    top = retrieve(dataset, chunks, vectors, questions, k, ranking)
     return score_retrieved(dataset, chunks, top)
 
 
@@ -309,9 +311,7 @@ def evaluate_configs(
     for config in configs:
         rows: list[dict[str, Any]] = []
         for dataset, chunks, vectors, questions in prepared:
-            top = retrieve(
-                dataset, chunks, vectors, questions, k, config.retrieval, config.dense_weight
-            )
+            top = retrieve(dataset, chunks, vectors, questions, k, config.ranking)
             rows += [{"config": config.label, **r} for r in score_retrieved(dataset, chunks, top)]
         by_name = {dataset.name: chunks for dataset, chunks, _, _ in prepared}
         results.append((summarize(config, by_name, rows, k), rows))

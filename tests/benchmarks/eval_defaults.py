@@ -1,11 +1,12 @@
 """The evaluation behind docflow's defaults (README, "Choosing the default").
 
 Runs ``docflow evaluate --json`` on every shared data set (../shared/eval) once per embed
-backend, over a grid of chunkings, each with dense, lexical and hybrid retrieval at several
+backend, over a grid of chunkings, each with dense, lexical, the previous default (min-max
+fusion, dense weight 0.5, function words kept) and the ``absolute`` fusion at several
 weights, then prints the tables the README quotes: per chunking (mean and worst corpus),
-per weight (averaged over chunkings), and the backends compared corpus by corpus.
+per ranking (averaged over chunkings), and the backends compared corpus by corpus.
 
-    python -m tests.benchmarks.eval_defaults                 # all three backends (~25 min)
+    python -m tests.benchmarks.eval_defaults                 # all three backends (~90 min)
     python -m tests.benchmarks.eval_defaults --backends onnx --out bench-results/eval
     python -m tests.benchmarks.eval_defaults --report-only   # tables from earlier runs
 
@@ -40,7 +41,9 @@ CHUNKINGS = (
     "auto:chunk_size=1000,chunk_overlap=200,length_unit=chars",
     "auto:chunk_size=1200,chunk_overlap=200,length_unit=chars",
 )
-WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+WEIGHTS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.5)
+#: The ranking of the previous release, kept in the grid for comparison.
+PREVIOUS = "retrieval=hybrid,fusion=minmax,dense_weight=0.5,stop_words=false"
 BACKENDS = ("onnx-int8", "onnx", "torch")
 DEFAULT = "auto:chunk_size=200,chunk_overlap=50,length_unit=model_tokens"
 
@@ -50,7 +53,8 @@ def specs() -> list[str]:
     out = []
     for chunking in CHUNKINGS:
         out += [f"{chunking},retrieval=dense", f"{chunking},retrieval=lexical"]
-        out += [f"{chunking},retrieval=hybrid,dense_weight={w}" for w in WEIGHTS]
+        out += [f"{chunking},{PREVIOUS}"]
+        out += [f"{chunking},retrieval=hybrid,fusion=absolute,dense_weight={w}" for w in WEIGHTS]
     return out
 
 
@@ -68,7 +72,7 @@ def run(backend: str, out: Path) -> Path:
 
 def _method(row: dict[str, Any]) -> str:
     if row["retrieval"] == "hybrid":
-        return f"hybrid {row['dense_weight']}"
+        return f"{row['fusion']} {row['dense_weight']}"
     return str(row["retrieval"])
 
 
@@ -76,14 +80,18 @@ def _chunking(row: dict[str, Any]) -> str:
     return str(row["config"]).split(",retrieval=")[0]
 
 
+#: The method names of the current default and of the previous one in the tables.
+CURRENT, OLD = "absolute 0.25", "minmax 0.5"
+
+
 def report(paths: dict[str, Path]) -> None:
     """Print the README's tables from the runs' JSON files."""
     runs = {b: json.loads(p.read_text(encoding="utf-8"))["configs"] for b, p in paths.items()}
     main = runs.get("onnx") or next(iter(runs.values()))
-    print("\nby chunking (hybrid 0.5 and dense): recall mean / min, IoU mean / min, chunks")
+    print(f"\nby chunking ({CURRENT} and dense): recall mean / min, IoU mean / min, chunks")
     for chunking in CHUNKINGS:
         mine = {_method(r): r for r in main if _chunking(r) == chunking}
-        h, d = mine["hybrid 0.5"], mine["dense"]
+        h, d = mine[CURRENT], mine["dense"]
         print(
             f"  {chunking:64s} hybrid {h['recall_mean']:5.1f} {h['recall_min']:5.1f} "
             f"{h['iou_mean']:4.1f} {h['iou_min']:4.1f} | dense {d['recall_mean']:5.1f} "
@@ -102,7 +110,7 @@ def report(paths: dict[str, Path]) -> None:
     print(f"\nat {DEFAULT}: recall per corpus, mean, min; IoU mean")
     for backend, rows in runs.items():
         for row in rows:
-            if _chunking(row) == DEFAULT and _method(row) in ("dense", "lexical", "hybrid 0.5"):
+            if _chunking(row) == DEFAULT and _method(row) in ("dense", "lexical", OLD, CURRENT):
                 corpora = "  ".join(
                     f"{c['corpus_id']} {c['recall_mean']:5.1f}" for c in row["corpora"]
                 )

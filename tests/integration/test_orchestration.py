@@ -7,8 +7,11 @@ folder, and stopped at the end of the module: nothing started by hand is needed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -32,9 +35,9 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flows.cli import main as cli_main
 from flows.guard import limit_name
-from tasks.config import IngestParams
 from tasks.store import ChromaStore
 from tasks.tables import read_table
+from tests.conftest import REPO
 from tests.servers import (
     Proc,
     base_env,
@@ -403,52 +406,243 @@ def test_backfill_runs_one_subflow_per_partition_and_keeps_them_all(
     assert store_contents(store).keys() == contents.keys()
 
 
-def _models_loaded() -> int:
-    """Return how many models this process holds (torch models and ONNX sessions)."""
-    from tasks import embed, embed_backends
-
-    return len(embed._models) + len(embed_backends._sessions)
+# -- README "Scaling out", run as written: Prefect server, Chroma server, Dask cluster ---------
 
 
-def test_dask_runner_gives_the_same_store_as_threads(
-    prefect_api: str, corpus: Path, workdir: Path
-) -> None:
-    from distributed import Client, LocalCluster
+def _readme_block(heading: str, language: str) -> list[str]:
+    """Return the lines of the first ``language`` code block under README's ``heading``."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split(heading, 1)[1]
+    code = section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+    return [line for line in code.splitlines() if line.strip()]
 
-    from flows import runtime
-    from flows.ingest import ingest
 
-    def params(name: str) -> IngestParams:
-        return IngestParams(
-            source=str(corpus), data_dir=str(workdir / name), batch_files=2, chunk_size=200
+def _wait_port(port: int, timeout: float = 60) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.3)
+    raise AssertionError(f"nothing listens on port {port} after {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def scaled_out(prefect_api: str, workdir: Path) -> Iterator[dict[str, Any]]:
+    """Run README's Scaling out block in a fresh folder, line by line, as a user would.
+
+    Substituted: the ports (free ones) and the Prefect server, which is this module's (the
+    block's ``prefect server start`` line is skipped; its ``export`` names the module's).
+    The folder holds the sample corpus as ``data/raw`` and ``.venv``, so the block's
+    default source, data dir and ``.venv/bin/`` paths are the user's.
+    """
+    import shutil
+    import signal
+
+    from tests.conftest import SAMPLE
+
+    root = workdir / "scaling-out"
+    shutil.copytree(SAMPLE, root / "data" / "raw")
+    (root / ".venv").symlink_to(REPO / ".venv")
+    api_port = prefect_api.rsplit(":", 1)[1].split("/")[0]
+    chroma_port, dask_port = free_port(), free_port()
+    ports = {"4200": api_port, "8000": str(chroma_port), "8786": str(dask_port)}
+    lines = _readme_block("## Scaling out", "bash")
+    export = lines[0]
+    assert export.startswith("export PREFECT_API_URL=")
+    for old, new in ports.items():
+        export = export.replace(old, new)
+    background: list[Any] = []
+    outputs: list[str] = []
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["DASK_LOGGING__DISTRIBUTED"] = "info"
+    try:
+        for line in lines[1:]:
+            for old, new in ports.items():
+                line = line.replace(f"--port {old}", f"--port {new}").replace(f":{old}", f":{new}")
+                line = line.replace(f"--chroma-port {old}", f"--chroma-port {new}")
+            if "prefect server start" in line:
+                continue  # the module's server answers at the exported address
+            command = f"{export}; {line}"
+            if line.rstrip().endswith("&"):
+                background.append(
+                    subprocess.Popen(
+                        ["bash", "-c", command], cwd=root, env=env, start_new_session=True
+                    )
+                )
+                if "chroma run" in line:
+                    _wait_port(chroma_port)
+                elif "dask scheduler" in line:
+                    _wait_port(dask_port)
+                elif "dask worker" in line:
+                    from distributed import Client
+
+                    with Client(f"tcp://127.0.0.1:{dask_port}", timeout=60) as client:
+                        client.wait_for_workers(2, timeout=120)
+                continue
+            done = subprocess.run(
+                ["bash", "-c", command],
+                cwd=root,
+                env=env,
+                text=True,
+                capture_output=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+            outputs.append(done.stdout)
+        yield {
+            "root": root,
+            "data": root / "data",
+            "dask": f"tcp://127.0.0.1:{dask_port}",
+            "chroma": ("127.0.0.1", chroma_port),
+            "outputs": outputs,
+            "worker_log": root / "dask-worker.log",
+        }
+    finally:
+        for proc in background:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        time.sleep(2)
+        for proc in background:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def task_runs_of(flow_run_id: UUID) -> list[Any]:
+    from prefect.client.schemas.filters import FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        return client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])), limit=200
         )
 
-    t0 = time.perf_counter()
-    threads = ingest(params("threads-data"))
-    TIMINGS["threads_ingest_s"] = round(time.perf_counter() - t0, 1)
-    with LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-    ) as cluster:
-        on_dask = ingest.with_options(task_runner=runtime.task_runner(cluster.scheduler_address))
-        t0 = time.perf_counter()
-        dask = on_dask(params("dask-data"))
-        TIMINGS["dask_ingest_s"] = round(time.perf_counter() - t0, 1)
-        with Client(cluster) as client:  # the embedding ran in the Dask worker processes
-            models = client.run(_models_loaded)
-        assert sum(models.values()) >= 1
 
-    keys = ("files_seen", "files_failed", "documents", "chunks_written", "chunks_embedded")
-    assert {k: dask[k] for k in keys} == {k: threads[k] for k in keys}
-    a = store_contents(ChromaStore.open(workdir / "threads-data", "docflow"))
-    b = store_contents(ChromaStore.open(workdir / "dask-data", "docflow"))
-    assert a.keys() == b.keys() and len(a) == threads["chunks_written"]
-    for cid, (doc, meta, vec) in a.items():
-        assert b[cid][0] == doc and b[cid][1] == meta
-        assert max(abs(x - y) for x, y in zip(vec, b[cid][2], strict=True)) < 1e-5
+def flow_runs_writing(data_dir: Path) -> list[FlowRun]:
+    """Return the ingest flow runs of ``data_dir``, oldest first."""
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(limit=200)
+    mine = [
+        r for r in runs if r.parameters.get("params", {}).get("data_dir") in (str(data_dir), "data")
+    ]
+    return sorted(mine, key=lambda r: r.created or 0)
+
+
+def wait_for_task_runs(run: FlowRun, names: set[str], timeout: float = 30) -> list[Any]:
+    """Wait until ``run``'s task runs of these stage names reach the server (events lag)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = task_runs_of(run.id)
+        if names <= {t.name.rsplit("-", 1)[0] for t in found}:
+            return found
+        assert time.monotonic() < deadline, (run.name, sorted(t.name for t in found))
+        time.sleep(1)
+
+
+def test_the_scaling_out_section_runs_as_written(scaled_out: dict[str, Any]) -> None:
+    ingest_out, query_out = scaled_out["outputs"]
+    assert re.search(r"^files_new\s+12$", ingest_out, re.M), ingest_out
+    assert "seasons/winter-preparation.md" in query_out.splitlines()[1]  # best hit
+    data = scaled_out["data"]
+    host, port = scaled_out["chroma"]
+    assert (data / "chroma.server").read_text().strip() == f"{host}:{port}"
+    assert not (data / "chroma").exists()  # the query found the server without the flag
+
+
+def test_workers_that_outlive_runs_report_every_run_to_the_server(
+    scaled_out: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Workers used to keep the first run's temporary server and lose later runs' task runs."""
+    root, data = scaled_out["root"], scaled_out["data"]
+    (root / "data" / "raw" / "letter-to-neighbours.txt").write_text(
+        "Dear neighbours, the bees are calm this spring.\n", encoding="utf-8"
+    )
+    code, out = run_cli(
+        [
+            "ingest",
+            "--source",
+            str(data / "raw"),
+            "--data-dir",
+            str(data),
+            "--collection",
+            "dist",
+            "--dask-address",
+            scaled_out["dask"],
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0 and json.loads(out)["files_changed"] == 1, out
+    runs = flow_runs_writing(data)
+    assert len(runs) >= 2
+    for run in runs[-2:]:  # the block's run and this one, on the same workers
+        wait_for_task_runs(run, {"load", "split", "embed"})
+    log = scaled_out["worker_log"].read_text(errors="replace")
+    assert "Unable to connect" not in log and "Error logging to API" not in log
+
+
+def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
+    scaled_out: dict[str, Any], workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kill -9 of a busy worker: the run completes, equal to a from-scratch ingest.
+
+    Every worker process kills itself (a real SIGKILL) at the end of its first embedding;
+    its nanny starts a fresh one (without the failpoint) and Dask runs the task again.
+    """
+    from distributed import Client
+
+    from tasks.failpoints import ENV
+
+    root, data = scaled_out["root"], scaled_out["data"]
+    (root / "data" / "raw" / "queen-rearing.md").write_text(
+        "# Queen rearing\n\nGraft larvae younger than a day old.\n", encoding="utf-8"
+    )
+    with Client(scaled_out["dask"], timeout=60) as client:
+        # a lambda travels by value and sets each worker's own environment
+        client.run(lambda: os.environ.__setitem__(ENV, "embed:after-encode"))
+    code, out = run_cli(
+        [
+            "ingest",
+            "--source",
+            str(data / "raw"),
+            "--data-dir",
+            str(data),
+            "--collection",
+            "dist",
+            "--dask-address",
+            scaled_out["dask"],
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0, out
+    log = scaled_out["worker_log"].read_text(errors="replace")
+    assert "Restarting worker" in log  # a worker died and its nanny replaced it
+    # what the operator sees in Prefect: each task once, Completed
+    run = flow_runs_writing(data)[-1]
+    found = wait_for_task_runs(run, {"load", "split", "embed", "store"})
+    for _ in range(60):  # states arrive as events, a little after the run ends
+        if all(t.state and t.state.is_final() for t in found):
+            break
+        time.sleep(1)
+        found = task_runs_of(run.id)
+    assert {t.state_name for t in found} == {"Completed"}
+    assert len({t.id for t in found}) == len(found)
+    # the index equals a from-scratch ingest of the same files
+    fresh = workdir / "scaling-out-fresh"
+    code, out = run_cli(
+        ["ingest", "--source", str(data / "raw"), "--data-dir", str(fresh), "--json"], capsys
+    )
+    assert code == 0, out
+    from tasks.manifest import serving_collection
+
+    host, port = scaled_out["chroma"]
+    served = ChromaStore.open(data, serving_collection(data, "dist"), host, port)
+    wanted = written_elsewhere(fresh, "docflow")
+    assert {k: v[0] for k, v in store_contents(served).items()} == {
+        k: v[0] for k, v in store_contents(wanted).items()
+    }
 
 
 def test_chroma_server_store_answers_queries(
@@ -505,6 +699,26 @@ def test_chroma_server_store_answers_queries(
     hits = json.loads(out)["results"]
     assert code == 0 and hits[0]["source"] == "guides/fog.md"
     assert hits[0]["lexical_score"] > 0 and hits[0]["dense_score"] > 0  # hybrid, both sides
+
+    # the data dir remembers its server: later commands need no flag, and none reads or
+    # creates an (empty) embedded store
+    where = ["--data-dir", str(data_dir), "--collection", "orch-server"]
+    for retrieval in ("hybrid", "lexical"):
+        code, out = run_cli(
+            ["query", "fog signal", *where, "--retrieval", retrieval, "--json"], capsys
+        )
+        assert code == 0 and json.loads(out)["results"][0]["source"] == "guides/fog.md"
+    code, out = run_cli(["inspect", *where, "--json"], capsys)
+    info = json.loads(out)["collection"]
+    assert code == 0 and info["store"] == f"{host}:{port}"
+    assert info["count"] == info["lexical_count"] == summary["chunks_written"]
+    code, out = run_cli(["restore", *where, "--json"], capsys)  # rebuilds it on the server
+    assert code == 0, out
+    from tasks.manifest import serving_collection
+
+    restored = ChromaStore.open(data_dir, serving_collection(data_dir, "orch-server"), host, port)
+    assert restored.count() == summary["chunks_written"]
+    assert not (data_dir / "chroma").exists()
 
     # writing a shared store, the run held the collection's global concurrency slot
     with get_client(sync_client=True) as client:

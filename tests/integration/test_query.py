@@ -17,7 +17,7 @@ import pytest
 import docflow
 from flows.cli import main
 from flows.ingest import ingest
-from tasks.config import IngestParams
+from tasks.config import IngestParams, QueryParams
 from tasks.index import Index
 from tasks.lexical import LexicalIndex, database_path
 from tasks.store import ChromaStore
@@ -44,7 +44,9 @@ def test_cli_query_ranks_by_each_method_and_reports_both_scores(
     payload = cli_json(
         capsys, QUESTION, "-k", "4", "--data-dir", str(sample_index), "--retrieval", method
     )
-    assert payload["retrieval"] == method and payload["dense_weight"] == 0.5
+    default = QueryParams()
+    assert payload["retrieval"] == method and payload["dense_weight"] == default.dense_weight
+    assert payload["fusion"] == "absolute" and payload["score"].startswith(method)
     hits = payload["results"]
     assert isinstance(hits, list) and len(hits) == 4
     assert hits[0]["source"] == WINTER and "14 °C" in hits[0]["text"]
@@ -56,9 +58,105 @@ def test_cli_query_ranks_by_each_method_and_reports_both_scores(
         elif method == "lexical":
             assert h["score"] == h["lexical_score"] > 0 and h["dense_score"] is None
         else:
-            assert 0.0 <= h["score"] <= 1.0 and h["dense_score"] and h["lexical_score"] is not None
-    if method == "hybrid":
-        assert hits[0]["score"] == 1.0  # the best of both sides here
+            w = default.dense_weight
+            expected = w * max(h["dense_score"], 0) + (1 - w) * h["lexical_score"]
+            assert h["score"] == pytest.approx(expected, abs=2e-4)
+        if method != "dense":
+            assert 0.0 <= h["lexical_score"] < 1.0  # relative BM25
+
+
+def test_the_printed_lines_name_the_ranking(
+    sample_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for method in METHODS:
+        assert (
+            main(
+                [
+                    "query",
+                    QUESTION,
+                    "-k",
+                    "2",
+                    "--data-dir",
+                    str(sample_index),
+                    "--retrieval",
+                    method,
+                ]
+            )
+            == 0
+        )
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].startswith(f"score = {method}:")
+        assert out[1].startswith(f"1. [{method} ") and WINTER in out[1]
+
+
+def test_scores_are_comparable_across_questions(sample_index: Path) -> None:
+    """Junk and function-word questions score far below a real question's best chunk."""
+
+    def best(question: str) -> float:
+        return docflow.query(question, data_dir=sample_index, k=1)[0].score
+
+    real = best(QUESTION)
+    for junk in ("the", "zebra quantum lasagna", "what is it"):
+        assert best(junk) < 0.1 < 0.3 < real, junk
+
+
+def test_function_words_do_not_decide_the_ranking(sample_index: Path) -> None:
+    """'when' once ranked a 'Who to call' chunk first; the swarm sections come first now."""
+    hits = docflow.query("when do bees swarm?", data_dir=sample_index, k=3)
+    assert all(h.source == "swarm-management.md" for h in hits)
+    assert not any(h.text.startswith("## Who to Call") for h in hits)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_where_filter_never_changes_a_score(method: str, sample_index: Path) -> None:
+    everywhere = {
+        h.chunk_id: h.score
+        for h in docflow.query(QUESTION, data_dir=sample_index, k=50, retrieval=method)
+    }
+    where = {"source": WINTER}
+    narrowed = docflow.query(QUESTION, data_dir=sample_index, k=3, where=where, retrieval=method)
+    assert narrowed
+    for h in narrowed:
+        assert h.score == pytest.approx(everywhere[h.chunk_id], abs=1e-9)
+
+
+def test_empty_questions_are_refused(
+    sample_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for empty in ("", "   "):
+        assert main(["query", empty, "--data-dir", str(sample_index)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and "question is empty" in err
+        with pytest.raises(ValueError, match="question is empty"):
+            docflow.query(empty, data_dir=sample_index)
+
+
+def test_query_edges_are_one_line(
+    sample_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = [QUESTION, "--data-dir", str(sample_index)]
+    # a --where key no chunk has: the "no results" line names the keys there are
+    assert main(["query", *base, "--where", "sorce=x.md"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("no results") and "'sorce'" in out and "source" in out
+    assert out.count("\n") == 1
+    # an unknown key of the config file's [query] table
+    config = tmp_path / "docflow.toml"
+    config.write_text("[query]\nretreival = 'dense'\n", encoding="utf-8")
+    assert main(["query", *base, "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert err == "docflow: error: unknown setting 'retreival' (did you mean 'retrieval'?)\n"
+    # a data dir that does not exist: one line, and nothing is created there
+    missing = tmp_path / "no-such-dir"
+    assert main(["query", QUESTION, "--data-dir", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err
+    assert not missing.exists()
+    # a Retriever used after its with block
+    with docflow.Retriever(sample_index) as retriever:
+        assert retriever.search(QUESTION, k=1)
+    with pytest.raises(docflow.StoreError, match="closed"):
+        retriever.search(QUESTION, k=1)
 
 
 def test_the_python_api_returns_what_the_cli_prints(
@@ -107,6 +205,13 @@ def test_dense_weight_from_flag_env_and_config_file(
     dense, lexical = ids("--retrieval", "dense"), ids("--retrieval", "lexical")
     assert dense != lexical
     assert ids("--dense-weight", "1") == dense  # hybrid with all the weight on cosine
+    for fusion in ("minmax", "zscore", "rrf", "confidence"):
+        assert ids("--fusion", fusion, "--dense-weight", "1") == dense, fusion
+    swarm = ["when do bees swarm?", "-k", "3", "--data-dir", str(sample_index)]
+    kept = cli_json(capsys, *swarm, "--retrieval", "lexical", "--keep-stop-words")["results"]
+    dropped = cli_json(capsys, *swarm, "--retrieval", "lexical")["results"]
+    assert isinstance(kept, list) and isinstance(dropped, list)
+    assert [r["chunk_id"] for r in kept] != [r["chunk_id"] for r in dropped]
     config = tmp_path / "docflow.toml"
     config.write_text("[query]\ndense_weight = 0.0\n", encoding="utf-8")
     assert ids("--config", str(config)) == lexical

@@ -263,9 +263,40 @@ def test_a_backfill_range_error_is_one_plain_line() -> None:
 
 def test_cli_choices_are_the_settings_own() -> None:
     """The CLI lists backends and rankings without importing their modules: same values."""
-    from flows.cli import EMBED_BACKENDS, RETRIEVALS
+    from flows.cli import EMBED_BACKENDS, FUSIONS, RETRIEVALS
     from tasks.embed_backends import BACKENDS
+    from tasks.retrieval import FUSIONS as KNOWN_FUSIONS
     from tasks.retrieval import RETRIEVALS as KNOWN_RETRIEVALS
 
     assert EMBED_BACKENDS == BACKENDS
     assert RETRIEVALS == KNOWN_RETRIEVALS
+    assert FUSIONS == tuple(KNOWN_FUSIONS)
+
+
+def test_query_settings_from_the_query_table_env_and_flags(tmp_path: Path) -> None:
+    from tasks.config import resolve_query_params
+
+    config = tmp_path / "docflow.toml"
+    config.write_text(
+        'chunk_size = 300\n[query]\nfusion = "rrf"\nstop-words = false\n', encoding="utf-8"
+    )
+    got = resolve_query_params(config, {"dense_weight": 0.7}, {"DOCFLOW_RETRIEVAL": "dense"})
+    assert (got.retrieval, got.dense_weight, got.fusion, got.stop_words) == (
+        "dense",
+        0.7,
+        "rrf",
+        False,
+    )
+    flat = tmp_path / "flat.toml"  # no [query] table: its query keys count, others are ingest's
+    flat.write_text('chunk_size = 300\nfusion = "zscore"\n', encoding="utf-8")
+    assert resolve_query_params(flat, environ={}).fusion == "zscore"
+
+
+def test_unknown_keys_of_the_query_table_are_refused_with_a_suggestion(tmp_path: Path) -> None:
+    from tasks.config import resolve_query_params
+
+    config = tmp_path / "docflow.toml"
+    config.write_text("[query]\ndense_wieght = 0.2\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        resolve_query_params(config, environ={})
+    assert str(info.value) == "unknown setting 'dense_wieght' (did you mean 'dense_weight'?)"

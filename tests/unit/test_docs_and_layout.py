@@ -49,3 +49,11 @@ def test_prefect_is_imported_only_at_stage_edges(path: Path) -> None:
     assert EDGE_MARKER in source, f"{path.name} imports prefect without an edge section"
     marker = source.index(EDGE_MARKER) + 1
     assert min(lines) > marker, f"{path.name} imports prefect above the edge marker"
+
+
+def test_the_query_synopsis_lists_every_option() -> None:
+    synopsis = README[README.index("    docflow query ") :]
+    synopsis = synopsis[: synopsis.index("    docflow inspect")]
+    for param in cli.commands["query"].params:
+        if isinstance(param, click.Option):
+            assert any(o in synopsis for o in param.opts), param.opts

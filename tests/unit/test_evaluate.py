@@ -157,7 +157,7 @@ def test_retrieval_end_to_end_by_hand() -> None:
     def embed(texts: Sequence[str]) -> np.ndarray:
         return np.array([vectors[t] for t in texts], dtype=np.float32)
 
-    [row] = score_questions(dataset, chunks, embed, k=2, retrieval="dense")
+    [row] = score_questions(dataset, chunks, embed, k=2, ranking=QueryParams(retrieval="dense"))
     # retrieved a[10,25) and b[0,20): N = |[5,15) ∩ [10,25)| = 5, |E| = 10, lengths 15 + 20
     assert row["recall"] == pytest.approx(0.5)
     assert row["precision"] == pytest.approx(5 / 35)
@@ -184,15 +184,25 @@ def test_lexical_and_hybrid_retrieval_by_hand() -> None:
     # dense prefers chunk 0 (0.9), then 2 (0.5), then 1 (0.1)
     dense = np.array([[0.9, 0.0], [0.1, 0.0], [0.5, 0.0]])
     question = np.array([[1.0, 0.0]])
-    assert retrieve(dataset, chunks, dense, question, 1, "dense") == [[0]]
-    # lexical: only chunk 1 has "varroa" and "harm(s)"; "bees" is in all three
-    assert retrieve(dataset, chunks, None, None, 3, "lexical")[0][0] == 1
-    # hybrid with equal weights: chunk 1 = 0.5 * 0 + 0.5 * 1 beats chunk 0 = 0.5 * 1 + 0.5 * x
-    # only if chunk 0's normalised BM25 x is 0: it is the lowest BM25 of the three
-    assert retrieve(dataset, chunks, dense, question, 1, "hybrid", 0.5) == [[0]]  # tie: 0.5 each
-    assert retrieve(dataset, chunks, dense, question, 1, "hybrid", 0.4) == [[1]]
-    assert retrieve(dataset, chunks, dense, question, 1, "hybrid", 0.6) == [[0]]
-    [row] = score_questions(dataset, chunks, _ones, k=1, retrieval="lexical")
+
+    def top(retrieval: str, weight: float = 0.5, fusion: str = "absolute") -> list[list[int]]:
+        ranking = QueryParams(retrieval=retrieval, dense_weight=weight, fusion=fusion)
+        return retrieve(dataset, chunks, dense, question, 1, ranking)
+
+    assert top("dense") == [[0]]
+    # lexical: only chunk 1 has "varroa" and "harm(s)"; "bees" is in all three (no weight)
+    assert top("lexical") == [[1]]
+    # absolute: chunk 1 scores 0.1 w + 0.47 (1 - w) (its relative BM25: both rare words
+    # once, a little shorter than average: 1.03 / 2.2), chunk 0 scores 0.9 w: 1 wins
+    # below w = 0.37
+    assert top("hybrid", 0.25) == [[1]]
+    assert top("hybrid", 0.5) == [[0]]
+    # minmax with equal weights: chunk 1 = 0.5 * 0 + 0.5 * 1 ties chunk 0 = 0.5 * 1 + 0.5 * x
+    # where chunk 0's rescaled BM25 x is 0: it is the lowest BM25 of the three
+    assert top("hybrid", 0.5, "minmax") == [[0]]  # tie: the lower id
+    assert top("hybrid", 0.4, "minmax") == [[1]]
+    assert top("hybrid", 0.6, "minmax") == [[0]]
+    [row] = score_questions(dataset, chunks, _ones, k=1, ranking=QueryParams(retrieval="lexical"))
     assert row["recall"] == 1.0 and row["precision"] == 1.0
 
 
@@ -206,11 +216,20 @@ def test_configurations_of_one_chunking_embed_once() -> None:
 
     configs = [
         parse_spec(f"recursive:chunk_size=10,chunk_overlap=0,length_unit=chars,{r}")
-        for r in ("retrieval=dense", "retrieval=hybrid,dense_weight=0.2", "retrieval=lexical")
+        for r in (
+            "retrieval=dense",
+            "retrieval=hybrid,dense_weight=0.2",
+            "fusion=rrf",
+            "retrieval=lexical,stop_words=false",
+        )
     ]
     results = evaluate_configs([dataset], configs, embed)
-    assert len(calls) == 2  # chunks once, questions once, for all three configurations
-    assert [s["retrieval"] for s, _ in results] == ["dense", "hybrid", "lexical"]
+    assert len(calls) == 2  # chunks once, questions once, for all four configurations
+    assert [s["retrieval"] for s, _ in results] == ["dense", "hybrid", "hybrid", "lexical"]
+    assert [(s["fusion"], s["stop_words"]) for s, _ in results][2:] == [
+        ("rrf", True),
+        ("absolute", False),
+    ]
     assert all(len(rows) == len(dataset.questions) for _, rows in results)
     with pytest.raises(ValueError, match="one chunking"):
         evaluate_configs([dataset], [configs[0], parse_spec("recursive:chunk_size=90")], embed)
@@ -247,14 +266,26 @@ def test_parse_spec() -> None:
 def test_parse_spec_takes_retrieval_settings_and_defaults() -> None:
     config = parse_spec("auto:chunk_size=300,retrieval=dense")
     assert (config.retrieval, config.params.chunk_size) == ("dense", 300)
-    config = parse_spec("auto:dense_weight=0.3", retrieval="lexical", embed_backend="onnx")
+    config = parse_spec(
+        "auto:dense_weight=0.3", embed_backend="onnx", ranking={"retrieval": "lexical"}
+    )
     assert (config.retrieval, config.dense_weight, config.params.embed_backend) == (
         "lexical",
         0.3,
         "onnx",
     )
-    assert parse_spec("auto:retrieval=hybrid", retrieval="dense").retrieval == "hybrid"
-    for bad in ("auto:retrieval=sparse", "auto:dense_weight=1.5", "auto:dense_weight=x"):
+    assert parse_spec("auto:retrieval=hybrid", ranking={"retrieval": "dense"}).retrieval == (
+        "hybrid"
+    )
+    config = parse_spec("auto:fusion=zscore,stop_words=false")
+    assert (config.ranking.fusion, config.ranking.stop_words) == ("zscore", False)
+    for bad in (
+        "auto:retrieval=sparse",
+        "auto:dense_weight=1.5",
+        "auto:dense_weight=x",
+        "auto:fusion=borda",
+        "auto:stop_words=maybe",
+    ):
         with pytest.raises(ConfigError):
             parse_spec(bad)
 
@@ -263,7 +294,7 @@ def test_the_default_spec_is_docflows_defaults() -> None:
     config = parse_spec(default_spec())
     ingest, query = IngestParams(), QueryParams()
     assert config.params.content_fingerprint() == ingest.content_fingerprint()
-    assert (config.retrieval, config.dense_weight) == (query.retrieval, query.dense_weight)
+    assert config.ranking == query
     assert config.params.embed_backend == ingest.embed_backend
 
 
@@ -327,7 +358,7 @@ def test_outputs(tmp_path: Path) -> None:
     assert pixels.min() < 128 < pixels.max()  # dark marks on a light ground
     table = format_table(summary + [summary[0] | {"config": "tiny again"}])
     lines = table.splitlines()
-    assert lines[0].startswith("tiny  [retrieval hybrid, dense_weight 0.5")
+    assert lines[0].startswith("tiny  [retrieval hybrid, fusion absolute, dense_weight 0.25")
     assert lines[1].split()[:3] == ["corpus", "questions", "chunks"]
     assert "mean and minimum over corpora" in table and "tiny again" in lines[-1]
 
@@ -415,3 +446,12 @@ def test_precision_omega_of_token_windows_matches_a_naive_count() -> None:
         std = math.sqrt(sum((x - mean) ** 2 for x in mine) / len(mine))
         assert corpus["precision_omega_mean"] == pytest.approx(mean * 100, abs=1e-9)
         assert corpus["precision_omega_std"] == pytest.approx(std * 100, abs=1e-9)
+
+
+def test_a_bare_evaluate_reads_every_shared_data_set() -> None:
+    from flows.evaluate import EVAL_ROOT, default_datasets
+
+    if not EVAL_ROOT.exists():
+        pytest.skip(f"{EVAL_ROOT} is absent")
+    names = [Path(p).name for p in default_datasets()]
+    assert {"chunking", "retrieval", "covidqa"} <= set(names) and names == sorted(names)

@@ -10,7 +10,15 @@ import pytest
 
 from tasks import lexical
 from tasks.errors import StateError
-from tasks.lexical import LexicalIndex, database_name, database_path, match_expression
+from tasks.lexical import (
+    STOP_WORDS,
+    LexicalIndex,
+    database_name,
+    database_path,
+    idf,
+    match_expression,
+    query_words,
+)
 
 DOCS = {
     "a": "The queen lays up to two thousand eggs a day in spring.",
@@ -32,14 +40,26 @@ def index(data_dir: Path) -> LexicalIndex:
 
 
 def test_match_expression_quotes_every_distinct_word() -> None:
-    assert match_expression('What is "NEAR" the queen, the QUEEN?') == (
+    def expression(text: str) -> str:
+        return match_expression(query_words(text, stop_words=False))
+
+    assert expression('What is "NEAR" the queen, the QUEEN?') == (
         '"what" OR "is" OR "near" OR "the" OR "queen"'
     )
-    assert match_expression("snake_case and x-ray 3.5%") == (
+    assert expression("snake_case and x-ray 3.5%") == (
         '"snake" OR "case" OR "and" OR "x" OR "ray" OR "3" OR "5"'
     )
-    assert match_expression("?!  ...") == ""
-    assert match_expression("crème brûlée") == '"crème" OR "brûlée"'
+    assert expression("?!  ...") == ""
+    assert expression("crème brûlée") == '"crème" OR "brûlée"'
+    assert match_expression(['say "hi"']) == '"say ""hi"""'
+
+
+def test_query_words_drop_function_words_unless_asked_to_keep_them() -> None:
+    assert query_words("When do the bees SWARM, and why?") == ["bees", "swarm"]
+    assert query_words("When do bees swarm?", stop_words=False) == ["when", "do", "bees", "swarm"]
+    assert query_words("what is this") == []
+    assert query_words("don't") == []  # "don" and "t" are both in NLTK's list
+    assert {"when", "the", "what", "how", "is"} <= STOP_WORDS and "bees" not in STOP_WORDS
 
 
 def test_search_ranks_by_bm25_and_returns_only_matching_chunks(index: LexicalIndex) -> None:
@@ -66,8 +86,41 @@ def test_scores_equal_the_bm25_definition(index: LexicalIndex) -> None:
             total += idf * f * 2.2 / (f + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
         return total
 
-    got = index.search("extractor frames", k=5)
-    assert got["d"] == pytest.approx(bm25("d", ["extractor", "frames"]), rel=1e-6)
+    def idf_of(w: str) -> float:
+        return idf(n_docs, sum(w in ts for ts in tokens.values()))
+
+    words = ["extractor", "frames"]
+    best = 2.2 * (idf_of("extractor") + idf_of("frames"))  # (k1 + 1) * the IDFs
+    assert index.best_score("the extractor frames") == pytest.approx(best)
+    got = index.search("the extractor frames", k=5)
+    assert got["d"] == pytest.approx(bm25("d", words) / best, rel=1e-6)
+
+
+def test_idf_is_fts5s_with_its_floor() -> None:
+    assert idf(10, 1) == pytest.approx(math.log(9.5 / 1.5))
+    assert idf(10, 0) == pytest.approx(math.log(10.5 / 0.5))  # a word no chunk has
+    assert idf(10, 5) == 1e-6 and idf(10, 9) == 1e-6  # half the chunks or more: no weight
+
+
+def test_relative_scores_mean_the_same_across_questions(index: LexicalIndex) -> None:
+    # a chunk of about average length holding every (rare) word of the question once
+    # scores about 1 / (k1 + 1) = 0.45; one holding one word of two, about half that;
+    # function words and absent words weigh as described
+    assert index.best_score("what is the") == 0.0
+    assert index.search("when is the", k=5) == {}  # only function words: nothing
+    both = index.search("oxalic acid", k=5)["b"]
+    one = index.search("oxalic submarine", k=5)["b"]
+    assert 0.35 < both < 0.55 and 0.1 < one < both / 2 + 0.02
+    assert all(0 < s < 1 for s in index.search("queen queen swarm eggs", k=5).values())
+    kept = index.search("when is the queen", k=5, stop_words=False)
+    assert set(kept) >= {"a", "b", "c"}  # "when", "the" match "b" and the others
+    assert set(index.search("when is the queen", k=5)) == {"a", "c"}
+
+
+def test_metadata_keys_lists_every_key_once(data_dir: Path) -> None:
+    idx = LexicalIndex.open(data_dir, "keys")
+    idx.upsert([("x", "bees", {"source": "x.md", "h2": "A"}), ("y", "bees", {"page": 1})])
+    assert idx.metadata_keys() == ["h2", "page", "source"]
 
 
 def test_porter_stemming_and_case_folding(index: LexicalIndex) -> None:

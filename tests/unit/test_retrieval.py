@@ -12,15 +12,32 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tasks.config import QueryParams
 from tasks.documents import Chunk, make_chunk_id
 from tasks.embed import Embedder, register_encoder
 from tasks.errors import ConfigError, StoreError
 from tasks.index import Index
 from tasks.lexical import LexicalIndex
-from tasks.retrieval import Ranked, Retriever, cosine, fuse, min_max, rank
+from tasks.retrieval import (
+    FUSIONS,
+    Ranked,
+    Retriever,
+    cosine,
+    describe_score,
+    fuse,
+    margin,
+    min_max,
+    rank,
+    reciprocal_ranks,
+    z_scores,
+)
 from tests.fake_encoder import HashEncoder
 
 MODEL = "hash-retrieval-64"
+
+
+def hybrid(fusion: str = "absolute", dense_weight: float = 0.5) -> QueryParams:
+    return QueryParams(retrieval="hybrid", fusion=fusion, dense_weight=dense_weight)
 
 
 def test_min_max_rescales_to_the_unit_interval() -> None:
@@ -30,22 +47,72 @@ def test_min_max_rescales_to_the_unit_interval() -> None:
     assert min_max({}) == {}
 
 
-def test_fuse_is_the_weighted_sum_of_normalised_scores() -> None:
+def test_z_scores_reciprocal_ranks_and_margin() -> None:
+    assert z_scores({"a": 1.0, "b": 3.0}) == {"a": -1.0, "b": 1.0}
+    assert z_scores({"a": 2.0, "b": 2.0}) == {"a": 0.0, "b": 0.0}
+    assert reciprocal_ranks({"a": 0.1, "b": 0.9, "c": 0.9}) == {
+        "b": 1 / 61,
+        "c": 1 / 62,  # a tie goes to the lower id
+        "a": 1 / 63,
+    }
+    assert margin({"a": 1.0, "b": 0.0, "c": 0.0}) == 1.0  # one clear winner
+    assert margin({"a": 1.0, "b": 1.0, "c": 0.0}) == pytest.approx(0.5)
+    assert margin({"a": 1.0}) == 0.0
+
+
+def test_absolute_fusion_keeps_each_score_on_its_own_scale() -> None:
+    dense = {"a": 0.9, "b": 0.5, "c": -0.2}
+    lexical = {"a": 0.0, "b": 1.2, "c": 0.5}
+    got = {r.chunk_id: r for r in fuse(dense, lexical, 0.25, "absolute")}
+    assert got["a"].score == pytest.approx(0.25 * 0.9)
+    assert got["b"].score == pytest.approx(0.25 * 0.5 + 0.75 * 1.2)
+    assert got["c"].score == pytest.approx(0.75 * 0.5)  # a negative cosine counts as 0
+    # adding a candidate changes no other score (min-max would rescale them all)
+    more = {r.chunk_id: r.score for r in fuse({**dense, "d": 0.99}, {**lexical, "d": 3}, 0.25)}
+    assert {i: more[i] for i in "abc"} == {i: r.score for i, r in got.items()}
+
+
+def test_minmax_fusion_is_the_weighted_sum_of_rescaled_scores() -> None:
     dense = {"a": 0.9, "b": 0.5, "c": 0.1}
     lexical = {"a": 0.0, "b": 10.0, "c": 5.0}
-    got = {r.chunk_id: r for r in fuse(dense, lexical, dense_weight=0.25)}
+    got = {r.chunk_id: r for r in fuse(dense, lexical, 0.25, "minmax")}
     assert got["a"].score == pytest.approx(0.25 * 1.0 + 0.75 * 0.0)
     assert got["b"].score == pytest.approx(0.25 * 0.5 + 0.75 * 1.0)
     assert got["c"].score == pytest.approx(0.25 * 0.0 + 0.75 * 0.5)
-    assert [r.chunk_id for r in fuse(dense, lexical, 0.25)] == ["b", "c", "a"]
-    assert [r.chunk_id for r in fuse(dense, lexical, 1.0)] == ["a", "b", "c"]  # dense alone
-    assert [r.chunk_id for r in fuse(dense, lexical, 0.0)] == ["b", "c", "a"]  # lexical alone
+    assert [r.chunk_id for r in fuse(dense, lexical, 0.25, "minmax")] == ["b", "c", "a"]
+    assert [r.chunk_id for r in fuse(dense, lexical, 1.0, "minmax")] == ["a", "b", "c"]
+    assert [r.chunk_id for r in fuse(dense, lexical, 0.0, "minmax")] == ["b", "c", "a"]
     assert (got["b"].dense, got["b"].lexical) == (0.5, 10.0)
 
 
-def test_fuse_breaks_ties_by_id_and_counts_a_missing_side_as_its_lowest() -> None:
+@pytest.mark.parametrize("fusion", sorted(FUSIONS))
+def test_every_fusion_ranks_by_one_side_at_the_extreme_weights(fusion: str) -> None:
+    dense = {"a": 0.9, "b": 0.5, "c": 0.1, "d": 0.3}
+    lexical = {"a": 0.1, "b": 2.0, "c": 1.0, "d": 0.0}
+    assert [r.chunk_id for r in fuse(dense, lexical, 1.0, fusion)] == ["a", "b", "d", "c"]
+    assert [r.chunk_id for r in fuse(dense, lexical, 0.0, fusion)] == ["b", "c", "a", "d"]
+
+
+def test_zscore_rrf_and_confidence_fusions() -> None:
+    dense = {"a": 0.9, "b": 0.5, "c": 0.1}
+    lexical = {"a": 0.0, "b": 2.0, "c": 1.0}
+    z = {r.chunk_id: r.score for r in fuse(dense, lexical, 0.5, "zscore")}
+    zd, zl = z_scores(dense), z_scores(lexical)
+    assert z == {i: pytest.approx(0.5 * zd[i] + 0.5 * zl[i]) for i in dense}
+    rrf = {r.chunk_id: r.score for r in fuse(dense, lexical, 0.5, "rrf")}
+    assert rrf["b"] == pytest.approx(0.5 / 62 + 0.5 / 61)
+    # confidence: the lexical side has the clearer winner, so it gets more than 0.5
+    conf = {r.chunk_id: r.score for r in fuse(dense, {**lexical, "b": 9.0}, 0.5, "confidence")}
+    d, w = min_max(dense), min_max({**lexical, "b": 9.0})
+    md, ml = 0.5 * margin(dense), 0.5 * margin({**lexical, "b": 9.0})
+    moved = md / (md + ml)
+    assert moved < 0.5
+    assert conf == {i: pytest.approx(moved * d[i] + (1 - moved) * w[i]) for i in dense}
+
+
+def test_fuse_breaks_ties_by_id_and_counts_a_missing_side_as_zero() -> None:
     assert [r.chunk_id for r in fuse({"b": 1.0, "a": 1.0}, {}, 0.5)] == ["a", "b"]
-    got = {r.chunk_id: r for r in fuse({"a": 1.0, "b": 0.0}, {"a": 2.0}, 0.5)}
+    got = {r.chunk_id: r for r in fuse({"a": 1.0, "b": 0.0}, {"a": 2.0}, 0.5, "minmax")}
     assert got["b"].lexical is None and got["b"].score == 0.0
 
 
@@ -60,16 +127,18 @@ def test_rank_hybrid_fills_each_sides_missing_scores_exactly() -> None:
         asked["lexical"] = list(ids)
         return {i: 0.0 for i in ids}
 
-    got = rank("hybrid", 2, {"a": 0.9, "b": 0.8}, {"x": 7.0, "a": 3.0}, dense_of, lexical_of, 0.5)
+    got = rank(hybrid(), 2, {"a": 0.9, "b": 0.8}, {"x": 0.7, "a": 0.3}, dense_of, lexical_of)
     assert asked == {"dense": ["x"], "lexical": ["b"]}
     assert [r.chunk_id for r in got] == ["a", "x"]
-    assert got[0] == Ranked("a", pytest.approx(0.5 + 0.5 * 3 / 7), 0.9, 3.0)
+    assert got[0] == Ranked("a", pytest.approx(0.5 * 0.9 + 0.5 * 0.3), 0.9, 0.3)
+    assert got[1] == Ranked("x", pytest.approx(0.5 * 0.2 + 0.5 * 0.7), 0.2, 0.7)
 
 
 @pytest.mark.parametrize("method", ["dense", "lexical"])
 def test_rank_one_side_orders_by_its_own_score_and_reports_the_other(method: str) -> None:
     dense, lexical = {"a": 0.9, "b": 0.8, "c": 0.1}, {"c": 9.0, "b": 1.0}
-    got = rank(method, 2, dense, lexical, lambda ids: dict.fromkeys(ids, 0.5), None)
+    ranking = QueryParams(retrieval=method)
+    got = rank(ranking, 2, dense, lexical, lambda ids: dict.fromkeys(ids, 0.5), None)
     if method == "dense":
         assert [(r.chunk_id, r.score, r.dense, r.lexical) for r in got] == [
             ("a", 0.9, 0.9, None),
@@ -80,6 +149,13 @@ def test_rank_one_side_orders_by_its_own_score_and_reports_the_other(method: str
             ("c", 9.0, 0.5, 9.0),
             ("b", 1.0, 0.5, 1.0),
         ]
+
+
+def test_describe_score_names_the_ranking() -> None:
+    assert describe_score(QueryParams(retrieval="dense")) == "dense: cosine similarity"
+    assert "relative BM25" in describe_score(QueryParams())
+    assert "0.25 x cosine" in describe_score(QueryParams())
+    assert "rrf" in describe_score(hybrid("rrf"))
 
 
 def test_cosine() -> None:
@@ -138,13 +214,18 @@ def test_retriever_ranks_with_each_method_and_reports_both_scores(collection: Pa
         dense = r.search(question, k=4)
     assert all(h.score == h.dense_score and h.lexical_score is not None for h in dense)
     with Retriever(collection, retrieval="hybrid", dense_weight=0.5) as r:
-        hybrid = r.search(question, k=4)
-    assert {h.chunk_id for h in hybrid} == {h.chunk_id for h in dense}  # 4 of 4
-    for h in hybrid:
+        fused = r.search(question, k=4)
+    assert {h.chunk_id for h in fused} == {h.chunk_id for h in dense}  # 4 of 4
+    for h in fused:
+        assert h.dense_score is not None and h.lexical_score is not None
+        assert h.score == pytest.approx(0.5 * max(h.dense_score, 0) + 0.5 * h.lexical_score)
+    assert fused[0].metadata["source"] == fused[0].source and fused[0].text
+    with Retriever(collection, dense_weight=0.5, fusion="minmax") as r:
+        rescaled = r.search(question, k=4)
+    for h in rescaled:
         d = min_max({x.chunk_id: x.dense_score for x in dense})[h.chunk_id]  # type: ignore[misc]
         w = min_max({x.chunk_id: x.lexical_score for x in lexical + dense})  # type: ignore[misc]
         assert h.score == pytest.approx(0.5 * d + 0.5 * w[h.chunk_id])
-    assert hybrid[0].metadata["source"] == hybrid[0].source and hybrid[0].text
 
 
 def test_where_filters_both_sides(collection: Path) -> None:
@@ -157,11 +238,50 @@ def test_where_filters_both_sides(collection: Path) -> None:
             assert [h.text[:9] for h in typed] == ["Treatment"], method
 
 
+def test_a_chunks_score_does_not_depend_on_the_where_filter(collection: Path) -> None:
+    for method in ("hybrid", "dense", "lexical"):
+        with Retriever(collection, retrieval=method) as r:
+            everywhere = {h.chunk_id: h.score for h in r.search("winter varroa mites", k=6)}
+            narrowed = r.search("winter varroa mites", k=6, where={"source": "notes.md"})
+            assert narrowed, method
+            for h in narrowed:
+                assert h.score == pytest.approx(everywhere[h.chunk_id]), method
+
+
+def test_empty_questions_and_closed_retrievers_fail_clearly(collection: Path) -> None:
+    with Retriever(collection) as r:
+        for empty in ("", "   ", "\n\t"):
+            with pytest.raises(ValueError, match="question is empty"):
+                r.search(empty)
+    with pytest.raises(StoreError, match="Retriever is closed"):
+        r.search("varroa")
+    with pytest.raises(StoreError, match="Retriever is closed"):
+        r.metadata_keys()
+
+
+def test_metadata_keys_come_from_either_index(collection: Path) -> None:
+    with Retriever(collection) as r:
+        keys = r.metadata_keys()
+    assert {"source", "title", "part"} <= set(keys)
+    (collection / "lexical" / "docflow.sqlite").unlink()
+    with Retriever(collection, retrieval="dense") as r:  # from the vector store
+        assert {"source", "title", "part"} <= set(r.metadata_keys())
+
+
+def test_a_missing_data_dir_is_refused_and_left_uncreated(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(ConfigError, match="does not exist"):
+        Retriever(missing)
+    assert not missing.exists()
+
+
 def test_retriever_refuses_bad_settings_and_missing_indexes(collection: Path) -> None:
     with pytest.raises(ConfigError, match="unknown retrieval"):
         Retriever(collection, retrieval="sparse")
     with pytest.raises(ConfigError, match="between 0 and 1"):
         Retriever(collection, dense_weight=1.5)
+    with pytest.raises(ConfigError, match="fusion"):
+        Retriever(collection, fusion="borda")
     with pytest.raises(ConfigError, match="'nothing-here' not found.*it has docflow"):
         Retriever(collection, "nothing-here")
     (collection / "lexical" / "docflow.sqlite").unlink()

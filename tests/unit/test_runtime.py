@@ -109,3 +109,32 @@ def test_an_unguarded_module_level_call_is_refused(tmp_path: Path) -> None:
     assert run('if __name__ == "__main__":\n    start()\n').returncode == 0
     assert run("if '__main__' == __name__:\n    x = 1\n    start()\n").returncode == 0
     assert run("start()\n", workers=0).returncode == 0  # no worker processes: no risk
+
+
+def test_a_dask_cluster_without_a_configured_prefect_server_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Long-lived Dask workers would report to a temporary server that died with its run."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.cli import main
+    from flows.runtime import require_server_for_dask
+    from tasks.errors import ConfigError
+
+    monkeypatch.delenv("DOCFLOW_DASK_ADDRESS", raising=False)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        require_server_for_dask(None)  # no cluster: nothing to refuse
+        with pytest.raises(ConfigError, match="prefect server start"):
+            require_server_for_dask("tcp://127.0.0.1:8786")
+        monkeypatch.setenv("DOCFLOW_DASK_ADDRESS", "tcp://127.0.0.1:8786")
+        with pytest.raises(ConfigError, match="PREFECT_API_URL"):
+            require_server_for_dask(None)
+        data = tmp_path / "data"
+        assert main(["ingest", "--data-dir", str(data)]) == 2  # the env's cluster counts too
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "prefect server start" in err
+        assert not data.exists()
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:4200/api"}):
+        require_server_for_dask("tcp://127.0.0.1:8786")  # a configured server: fine

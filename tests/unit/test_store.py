@@ -268,3 +268,45 @@ def test_query_honours_where(store: ChromaStore, where: dict[str, Any], allowed:
     inside = min(allowed)
     [best, *_] = store.query(vectors[inside], k=1, where=where)
     assert best.chunk_id == chunks[inside].chunk_id
+
+
+# -- the Chroma server a data dir remembers ---------------------------------------------
+
+
+def test_a_given_server_wins_else_the_recorded_one_else_the_embedded_store(
+    data_dir: Path,
+) -> None:
+    from tasks.store import CHROMA_SERVER_FILE, chroma_server, recorded_server
+
+    assert chroma_server(data_dir, None, 8000) == (None, 8000)  # nothing recorded: embedded
+    (data_dir / CHROMA_SERVER_FILE).write_text("10.0.0.7:8123\n", encoding="utf-8")
+    assert recorded_server(data_dir) == ("10.0.0.7", 8123)
+    assert chroma_server(data_dir, None, 8000) == ("10.0.0.7", 8123)
+    assert chroma_server(data_dir, "other", 9000) == ("other", 9000)  # a flag overrides
+    assert chroma_server(data_dir, "", 8000) == (None, 8000)  # "": the embedded store
+
+
+def test_remembering_a_server_needs_it_to_answer_and_empty_forgets_it(data_dir: Path) -> None:
+    from tasks.errors import StateError
+    from tasks.store import CHROMA_SERVER_FILE, remember_server
+
+    record = data_dir / CHROMA_SERVER_FILE
+    with pytest.raises(StoreError, match="127.0.0.1:9 does not answer"):
+        remember_server(data_dir, "127.0.0.1", 9)  # a mistyped server is never recorded
+    assert not record.exists()
+    remember_server(data_dir, None, 8000)  # not given: nothing changes
+    assert not record.exists()
+    record.write_text("host:8000\n", encoding="utf-8")
+    remember_server(data_dir, "", 8000)
+    assert not record.exists()
+    record.write_text("garbage", encoding="utf-8")
+    with pytest.raises(StateError, match="host:port"):
+        from tasks.store import recorded_server
+
+        recorded_server(data_dir)
+
+
+def test_readers_never_create_the_embedded_store(data_dir: Path) -> None:
+    with pytest.raises(StoreError, match="no Chroma store"):
+        ChromaStore.open(data_dir, "docflow", create=False)
+    assert not (data_dir / "chroma").exists()
