@@ -15,7 +15,7 @@ export ANONYMIZED_TELEMETRY := False
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 
-.PHONY: install ingest query test lint bench clean-data
+.PHONY: install ingest test lint bench clean-data
 
 install: $(STAMP)
 
@@ -30,8 +30,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 ingest: install
 	$(BIN)/docflow ingest
 
+# every core: one pytest worker each, a test file's tests on one worker (they share its
+# module fixtures: a Prefect server, an ingest)
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 lint: install
 	$(BIN)/ruff check docflow tasks flows deployments tests

@@ -16,7 +16,7 @@ from typing import Any
 
 from deployments import PREFECT_FILE, PROJECT_DIR, deployment_specs
 from flows.env import apply_defaults
-from tasks.errors import ConfigError, DocflowError
+from tasks.common.errors import ConfigError, DocflowError
 
 
 def pool_names() -> set[str]:

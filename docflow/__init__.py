@@ -20,11 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from flows.query import query
-from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_FUSION, DEFAULT_RETRIEVAL
-from tasks.errors import ConfigError, DocflowError, StoreError
-from tasks.manifest import serving_collection as _serving
+from tasks.common.config import DEFAULT_DENSE_WEIGHT, DEFAULT_FUSION, DEFAULT_RETRIEVAL
+from tasks.common.errors import ConfigError, DocflowError, StoreError
+from tasks.index.manifest import serving_collection as _serving
+from tasks.index.store import Hit
 from tasks.retrieval import RETRIEVALS, Retriever
-from tasks.store import Hit
 
 
 def serving_collection(data_dir: str | Path = "data", collection: str = "docflow") -> str:

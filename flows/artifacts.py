@@ -5,7 +5,7 @@ so the Prefect UI shows how far it got and which files failed before it stopped.
 
 Keys are ``ingest-<kind>-<collection slug>`` (lowercase letters, digits and dashes), so
 the Prefect UI keeps one history per collection; each artifact is also linked to its flow
-run. The data comes from the run summary and the run's chunk table (``tasks/stats.py``).
+run. The data comes from the run summary and the run's chunk table (``tasks/common/stats.py``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from prefect.artifacts import (
 )
 
 from flows import progress
-from tasks.runs import RunSummary
-from tasks.stats import Histogram, chunk_sizes_task, run_histogram
+from tasks.common.runs import RunSummary
+from tasks.common.stats import Histogram, chunk_sizes_task, run_histogram
 
 log = logging.getLogger(__name__)
 

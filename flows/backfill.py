@@ -1,6 +1,6 @@
 """The backfill flow: ingest every date partition of a range, one subflow run per day.
 
-Each partition is an ordinary ingest subflow scoped to its folder (tasks/partitions.py),
+Each partition is an ordinary ingest subflow scoped to its folder (tasks/discover/partitions.py),
 so re-running a range is idempotent: partitions already in the index are unchanged. At most
 ``max_parallel`` partition runs are in flight at once; runs into one collection still take
 its lock in turn.
@@ -17,9 +17,9 @@ from prefect import flow
 
 from flows import artifacts, runtime
 from flows.ingest import ingest
-from tasks.config import BackfillParams, IngestParams
-from tasks.errors import DocflowError
-from tasks.partitions import partition_dates
+from tasks.common.config import BackfillParams, IngestParams
+from tasks.common.errors import DocflowError
+from tasks.discover.partitions import partition_dates
 
 
 class BackfillError(DocflowError):

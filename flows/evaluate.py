@@ -18,7 +18,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows.artifacts import artifact_key
-from tasks.embed import DEFAULT_MODEL, Embedder
+from tasks.embed.model import DEFAULT_MODEL, Embedder
 from tasks.evaluate import (
     DEFAULT_K,
     METRICS,

@@ -1,6 +1,6 @@
 """One writer per collection: the file lock, plus a Prefect concurrency slot for a shared store.
 
-The file lock (``tasks/lock.py``) lives in the data dir and serialises the runs of one
+The file lock (``tasks/index/lock.py``) lives in the data dir and serialises the runs of one
 machine; the kernel releases it when a run dies, even on ``kill -9``. That covers the
 embedded store, which only processes of one machine can write. A Chroma server can be
 written from several machines (several workers), so when a run writes one and a Prefect
@@ -22,7 +22,7 @@ from prefect.concurrency.sync import concurrency
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 from prefect.settings import PREFECT_API_URL
 
-from tasks.lock import LockTimeout, collection_lock
+from tasks.index.lock import LockTimeout, collection_lock
 
 #: The least time to wait for the server's slot (one round trip even when it is free).
 MIN_SLOT_WAIT = 5.0

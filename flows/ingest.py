@@ -23,20 +23,20 @@ from prefect.futures import PrefectFuture
 
 from flows import artifacts, narrative, progress, runtime
 from flows.guard import collection_guard
-from tasks import memory
-from tasks.config import IngestParams
-from tasks.consistency import open_index_task
-from tasks.discover import plan_task
-from tasks.embed import embed_task
-from tasks.errors import DocflowError, StateError
+from tasks.common import memory
+from tasks.common.config import IngestParams
+from tasks.common.errors import DocflowError, StateError
+from tasks.common.runs import RunContext, RunSummary, new_run_id
+from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write_run
+from tasks.discover.files import plan_task
+from tasks.discover.partitions import partition_folder
+from tasks.embed.model import embed_task
+from tasks.index.consistency import open_index_task
+from tasks.index.manifest import Manifest
+from tasks.index.store import record_fingerprint_task, use_chroma_server
+from tasks.index.sync import delete_task, store_task
 from tasks.load.task import load_task
-from tasks.manifest import Manifest
-from tasks.partitions import partition_folder
-from tasks.runs import RunContext, RunSummary, new_run_id
 from tasks.split.task import split_task
-from tasks.store import record_fingerprint_task, use_chroma_server
-from tasks.sync import delete_task, store_task
-from tasks.tables import PartRef, mark_interrupted, use_tables_url, write_run
 
 Stage = tuple[PrefectFuture[PartRef], PrefectFuture[PartRef], PrefectFuture[PartRef]]
 
@@ -79,7 +79,7 @@ def run_ingest(
     memory.limit_malloc_arenas()  # the run's threads share a few arenas (see there)
     # Beyond the summary, the runs row records what a restore needs to rebuild the
     # manifest from the tables alone: the source root, the content fingerprint and the
-    # sources the run deleted (see tasks/admin.py).
+    # sources the run deleted (see tasks/index/admin.py).
     extra: dict[str, Any] = {
         "root": ctx.root,
         "content_fingerprint": ctx.fingerprint,
@@ -178,7 +178,7 @@ def ingest(params: IngestParams | None = None) -> dict[str, Any]:
 
     Incremental: unchanged files are skipped, changed files re-split and their stale chunks
     deleted, deleted files removed. ``full_refresh`` reprocesses every file. With a
-    ``source_template``, the run ingests one date partition (see tasks/partitions.py).
+    ``source_template``, the run ingests one date partition (see tasks/discover/partitions.py).
     """
     params = use_chroma_server(runtime.for_this_run(params or IngestParams()))
     runtime.refuse_unguarded_main(params.loaders.process_count())

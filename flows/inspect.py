@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tasks.errors import StoreError
-from tasks.lexical import LexicalIndex, database_path
-from tasks.manifest import serving_collection
-from tasks.store import ChromaStore, chroma_server
-from tasks.tables import part_sizes, read_table, tables_url
+from tasks.common.errors import StoreError
+from tasks.common.tables import part_sizes, read_table, tables_url
+from tasks.index.lexical import LexicalIndex, database_path
+from tasks.index.manifest import serving_collection
+from tasks.index.store import ChromaStore, chroma_server
 
 TABLES = ("documents", "chunks", "embeddings", "runs")
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tasks.discover import Plan
-from tasks.runs import RunSummary
-from tasks.sync import SyncResult
-from tasks.tables import PartRef
+from tasks.common.runs import RunSummary, SyncResult
+from tasks.common.tables import PartRef
+from tasks.discover.files import Plan
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 

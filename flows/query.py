@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tasks.config import DEFAULT_DENSE_WEIGHT, DEFAULT_FUSION, DEFAULT_RETRIEVAL
+from tasks.common.config import DEFAULT_DENSE_WEIGHT, DEFAULT_FUSION, DEFAULT_RETRIEVAL
+from tasks.index.store import Hit, Scalar
 from tasks.retrieval import Retriever, check_question
-from tasks.store import Hit, Scalar
 
 
 def query(
@@ -31,7 +31,7 @@ def query(
     """Return the ``k`` best chunks for ``text`` as a list of hits, best first.
 
     ``retrieval`` is ``hybrid`` (default), ``dense`` or ``lexical``; ``dense_weight`` and
-    ``fusion`` say how ``hybrid`` weighs the two sides (see tasks/retrieval.py). The
+    ``fusion`` say how ``hybrid`` weighs the two sides (see tasks/retrieval/ranking.py). The
     vectors come from a Chroma server when ``host`` is given.
 
     Raises:

@@ -14,20 +14,20 @@ from prefect import flow, get_run_logger
 from flows import artifacts, narrative, runtime
 from flows.guard import collection_guard
 from flows.ingest import make_context, new_summary, run_ingest
-from tasks.admin import (
+from tasks.common.config import ClearParams, CollectionParams, IngestParams
+from tasks.common.failpoints import failpoint
+from tasks.common.runs import new_run_id
+from tasks.common.tables import use_tables_url
+from tasks.discover.partitions import partition_params
+from tasks.index.admin import (
     clear_task,
     drop_versions_task,
     restore_task,
     switch_task,
     version_name,
 )
-from tasks.config import ClearParams, CollectionParams, IngestParams
-from tasks.failpoints import failpoint
-from tasks.manifest import Manifest
-from tasks.partitions import partition_params
-from tasks.runs import new_run_id
-from tasks.store import use_chroma_server
-from tasks.tables import use_tables_url
+from tasks.index.manifest import Manifest
+from tasks.index.store import use_chroma_server
 
 
 @flow(name="reingest", task_runner=runtime.task_runner())

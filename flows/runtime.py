@@ -9,7 +9,7 @@ data dir is visible to every Dask worker.
 Memory: a long ingest runs many batches through a few threads in one process, and glibc's
 malloc keeps what they freed. The flow caps the arenas (:func:`limit_malloc_arenas`) and
 gives freed memory back after each batch (:func:`release_memory`, both in
-:mod:`tasks.memory`, which the worker processes use too); what stays is what the process
+:mod:`tasks.common.memory`, which the worker processes use too); what stays is what the process
 holds (with an embedded Chroma store, mostly its in-memory HNSW index).
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 from prefect.settings import PREFECT_API_URL
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from tasks.config import IngestParams
-from tasks.errors import ConfigError
-from tasks.partitions import partition_params
+from tasks.common.config import IngestParams
+from tasks.common.errors import ConfigError
+from tasks.discover.partitions import partition_params
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +97,14 @@ def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threadi
     Importing torch and sentence-transformers and moving the model to the GPU takes 15-20 s
     that the first embed task would otherwise wait for; started at the beginning of the
     run, it overlaps discovery, loading and splitting. The loaded model is the process's
-    shared one (tasks/embed.py), so the embed task finds it ready. On a CPU the ONNX
+    shared one (tasks/embed/model.py), so the embed task finds it ready. On a CPU the ONNX
     backends load in about a second: nothing to win.
     """
     if not (cuda_likely() if cuda is None else cuda):
         return None
 
     def load() -> None:
-        from tasks.embed import Embedder
+        from tasks.embed.model import Embedder
 
         try:
             Embedder(model, backend=backend).model  # noqa: B018 - loading is the point

@@ -14,7 +14,7 @@ import numpy as np
 def bundled_tokenizer() -> Any:
     from tokenizers import Tokenizer
 
-    from tasks.embed import resolve_model_path
+    from tasks.embed.model import resolve_model_path
 
     return Tokenizer.from_file(str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json"))
 

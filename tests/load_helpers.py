@@ -11,14 +11,14 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from tasks.discover import FileRef, discover
-from tasks.documents import Document
+from tasks.common.documents import Document, FileRef
+from tasks.discover.files import discover
 from tasks.load.base import file_metadata
 
 
 def load_corpus(paths: Iterable[Path]) -> tuple[Document, ...]:
     """Load files of ../shared/corpora as the ingest does (bad and non-UTF-8 files drop out)."""
-    from tasks.discover import file_sha256
+    from tasks.common.documents import file_sha256
     from tasks.load import load_file
     from tests.conftest import CORPORA
 

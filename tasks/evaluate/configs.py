@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.config import IngestParams, QueryParams
-from tasks.errors import ConfigError
+from tasks.common.config import IngestParams, QueryParams
+from tasks.common.errors import ConfigError
 
 
 @dataclass(frozen=True)

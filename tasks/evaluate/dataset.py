@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.errors import ConfigError
+from tasks.common.errors import ConfigError
 
 Interval = tuple[int, int]
 

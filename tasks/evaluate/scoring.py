@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from tasks.config import IngestParams, QueryParams
-from tasks.errors import ConfigError
+from tasks.common.config import IngestParams, QueryParams
+from tasks.common.errors import ConfigError
 from tasks.evaluate.configs import EvalConfig
 from tasks.evaluate.dataset import Dataset, Interval
 from tasks.evaluate.metrics import METRICS, precision_omega, retrieval_scores
-from tasks.lexical import LexicalIndex
+from tasks.index.lexical import LexicalIndex
 from tasks.retrieval import CANDIDATES, rank
 
 #: Chunks retrieved per question.
@@ -73,7 +73,7 @@ def chunk_dataset(dataset: Dataset, params: IngestParams) -> Chunks:
         ConfigError: For bad splitter settings.
 
     """
-    from tasks.documents import Document
+    from tasks.common.documents import Document
     from tasks.split.factory import build_splitter
 
     splitter = build_splitter(params)

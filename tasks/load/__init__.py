@@ -13,7 +13,7 @@ from tasks.load.base import (
     register,
     registered_extensions,
 )
-from tasks.load.batch import iter_load, lazy_load, load_batch, load_file
+from tasks.load.batch import iter_load, load_batch, load_file
 from tasks.load.csvfile import CsvLoader
 from tasks.load.html import HtmlLoader, HtmlText, html_to_text
 from tasks.load.jsonfile import JSON_LINES, JsonLoader
@@ -45,7 +45,6 @@ __all__ = [
     "default_includes",
     "html_to_text",
     "iter_load",
-    "lazy_load",
     "load_batch",
     "load_file",
     "loader_for",

@@ -5,7 +5,7 @@ with a one-line reason for a file it cannot read; the batch loader records that 
 goes on. Every Document carries at least the keys of :func:`file_metadata`.
 
 Built-in loaders derive from :class:`BaseLoader`, which holds the run's
-:class:`~tasks.config.LoaderOptions` and reads files through the size guard. A user loader
+:class:`~tasks.common.config.LoaderOptions` and reads files through the size guard. A user loader
 only needs ``name`` and ``load(file)``; it may also offer ``with_options(options)`` to
 receive the run's options.
 """
@@ -21,11 +21,10 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
-from tasks.config import LoaderOptions
-from tasks.discover import FileRef, unreadable_reason
-from tasks.documents import Document
-from tasks.errors import LoadError
-from tasks.failpoints import failpoint
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import Document, FileRef, unreadable_reason
+from tasks.common.errors import LoadError
+from tasks.common.failpoints import failpoint
 from tasks.load.encoding import Decoded, decode_text
 
 FILE_TYPES = frozenset({"text", "markdown", "pdf", "csv", "html", "json", "code"})

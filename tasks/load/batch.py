@@ -9,23 +9,20 @@ processes that also bound each file's time and memory (see :mod:`tasks.load.work
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Sequence
 from contextlib import closing
-from pathlib import Path
 
-from tasks.config import LoaderOptions
-from tasks.discover import FileRef, discover
-from tasks.documents import Document
-from tasks.errors import LoadError
-from tasks.failpoints import failpoint
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import Document, FileRef
+from tasks.common.errors import LoadError
+from tasks.common.failpoints import failpoint
+from tasks.common.tables import DocumentRow
 from tasks.load.base import (
     Loader,
     configured,
-    default_includes,
     loader_for,
     recording_reads,
 )
-from tasks.tables import DocumentRow
 
 log = logging.getLogger(__name__)
 
@@ -120,22 +117,3 @@ def load_batch(files: Sequence[FileRef], options: LoaderOptions | None = None) -
     if rows:
         failpoint("load:after-file")
     return rows
-
-
-def lazy_load(
-    root: Path,
-    include: Sequence[str] | None = None,
-    exclude: Sequence[str] = (),
-    options: LoaderOptions | None = None,
-) -> Iterator[Document]:
-    """Yield the Documents of every loadable file under ``root``, streaming.
-
-    Failed files are logged at DEBUG and skipped; use :func:`iter_load` to see them.
-    Memory stays bounded by a few files' documents, however large the folder.
-    """
-    files = discover(root, include or default_includes(), exclude)
-    for row in iter_load(files, options):
-        if row.document is not None:
-            yield row.document
-        else:
-            log.debug("skipped %s: %s", row.source, row.error)

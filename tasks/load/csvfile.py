@@ -25,9 +25,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from tasks.discover import FileRef
-from tasks.documents import Document
-from tasks.errors import LoadError
+from tasks.common.documents import Document, FileRef
+from tasks.common.errors import LoadError
 from tasks.load.base import BaseLoader
 
 log = logging.getLogger(__name__)

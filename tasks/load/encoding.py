@@ -36,7 +36,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
-from tasks.errors import LoadError
+from tasks.common.errors import LoadError
 
 #: Byte-order marks, longest first where one is a prefix of another.
 BOMS: tuple[tuple[bytes, str], ...] = (

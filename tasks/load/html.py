@@ -31,9 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.discover import FileRef
-from tasks.documents import Document
-from tasks.errors import LoadError
+from tasks.common.documents import Document, FileRef
+from tasks.common.errors import LoadError
 from tasks.load.base import BaseLoader
 from tasks.load.encoding import BOMS, UTF8_MULTIBYTE, Decoded, check_controls, decode_text
 

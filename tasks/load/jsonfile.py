@@ -17,9 +17,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from tasks.discover import FileRef
-from tasks.documents import Document
-from tasks.errors import LoadError
+from tasks.common.documents import Document, FileRef
+from tasks.common.errors import LoadError
 from tasks.load.base import BaseLoader
 
 JSON_LINES = frozenset({".jsonl", ".ndjson"})

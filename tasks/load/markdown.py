@@ -15,9 +15,8 @@ from typing import Any
 
 import yaml
 
-from tasks.discover import FileRef
-from tasks.documents import Document
-from tasks.errors import LoadError
+from tasks.common.documents import Document, FileRef
+from tasks.common.errors import LoadError
 from tasks.load.base import BaseLoader, jsonable
 
 log = logging.getLogger(__name__)

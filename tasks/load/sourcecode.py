@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tasks.discover import FileRef
-from tasks.documents import Document
+from tasks.common.documents import Document, FileRef
 from tasks.load.base import BaseLoader
 
 LANGUAGES: dict[str, str] = {

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 
-from tasks.config import LoaderOptions
-from tasks.discover import FileRef
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import FileRef
+from tasks.common.tables import PartRef, documents_table, part_path, write_atomic
 from tasks.load.batch import load_batch
-from tasks.tables import PartRef, documents_table, part_path, write_atomic
 
 
 @task(name="load")

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from tasks.config import LoaderOptions
-from tasks.discover import FileRef
-from tasks.errors import LoadError
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import FileRef
+from tasks.common.errors import LoadError
+from tasks.common.memory import release_memory
+from tasks.common.tables import DocumentRow
 from tasks.load.base import Loader, configured, loader_for
 from tasks.load.batch import failed_row, load_with
-from tasks.memory import release_memory
-from tasks.tables import DocumentRow
 
 log = logging.getLogger(__name__)
 

@@ -32,6 +32,10 @@ Configuration: ``base_url`` and ``model`` as arguments (the ingest's ``llm_base_
 ``llm_model``) or from ``DOCFLOW_LLM_BASE_URL``/``OPENAI_BASE_URL`` and ``DOCFLOW_LLM_MODEL``;
 the API key only from ``DOCFLOW_LLM_API_KEY`` or ``OPENAI_API_KEY`` (optional, for servers
 that need none). It is sent as a Bearer header and never stored, logged or fingerprinted.
+
+One module over ~400 lines on purpose: the prompt, the reply's validation, the request
+loop and the mapping of propositions back to exact spans are one algorithm; splitting them
+would spread the contract with the LLM over several files.
 """
 
 from __future__ import annotations
@@ -49,8 +53,8 @@ from typing import Any
 
 import httpx
 
-from tasks.documents import Chunk, Document
-from tasks.errors import ConfigError, LLMError
+from tasks.common.documents import Chunk, Document
+from tasks.common.errors import ConfigError, LLMError
 from tasks.split.base import Span, SpanSplitter, TextSplitter
 from tasks.split.counting import SpanCounter
 from tasks.split.recursive import RecursiveCharacterTextSplitter

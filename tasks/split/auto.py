@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Any
 
-from tasks.documents import Document
+from tasks.common.documents import Document
 from tasks.split.base import Span, SpanSplitter
 from tasks.split.code import CodeTextSplitter
 from tasks.split.html import HTMLHeaderTextSplitter

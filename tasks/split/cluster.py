@@ -27,8 +27,8 @@ from tasks.split.semantic import EmbedFn, Vectors
 from tasks.split.units import counts_tokens, span_counter
 
 if TYPE_CHECKING:
-    from tasks.cache import EmbeddingCache
-    from tasks.embed import Embedder
+    from tasks.embed.cache import EmbeddingCache
+    from tasks.embed.model import Embedder
 
 #: Default piece size in characters, and in tokens for a token length unit.
 PIECE_CHARS = 200

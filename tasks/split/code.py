@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tasks.documents import Document
+from tasks.common.documents import Document
 from tasks.split.base import Span, SpanSplitter
 from tasks.split.languages import Language, as_language, language_for_path
 from tasks.split.recursive import RecursiveCharacterTextSplitter

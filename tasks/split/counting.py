@@ -26,6 +26,9 @@ and a token's bytes tell those (:class:`TokenTables`, built once per vocabulary)
 boundaries are one pass over the document's token ids, and the characters themselves are
 read only where one is split over tokens. That pass and the span counts are compiled loops
 (:mod:`tasks.split.kernels`); the BERT-style counter stays in numpy and Python.
+
+One module over ~400 lines on purpose: the boundary rules, the token tables and the memo
+they feed are one algorithm, and the proof that the counts are exact reads top to bottom.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tasks.config import IngestParams
-from tasks.discover import FileRef, file_sha256
-from tasks.documents import Chunk
-from tasks.errors import ConfigError, LoadError
+from tasks.common.config import IngestParams
+from tasks.common.documents import Chunk, FileRef, file_sha256
+from tasks.common.errors import ConfigError, LoadError
+from tasks.common.tables import DocumentRow
 from tasks.split.auto import HTML_HEADERS, MARKDOWN_HEADERS, AutoSplitter
 from tasks.split.base import SpanSplitter
 from tasks.split.character import CharacterTextSplitter
@@ -21,7 +21,6 @@ from tasks.split.recursive import RecursiveCharacterTextSplitter
 from tasks.split.semantic import SemanticChunker
 from tasks.split.token import TokenTextSplitter, TokenUnit
 from tasks.split.units import length_unit, model_tokens_unit, tiktoken_unit
-from tasks.tables import DocumentRow
 
 #: The splitter names of ``--splitter``, each with what it does.
 SPLITTERS: dict[str, str] = {
@@ -66,7 +65,7 @@ def build_splitter(params: IngestParams) -> SpanSplitter:
     unit = _unit(params)
     size, overlap = params.chunk_size, params.chunk_overlap
     if name in SEMANTIC_SPLITTERS:
-        from tasks.embed import Embedder
+        from tasks.embed.model import Embedder
 
         embedder = Embedder(
             params.model, batch_size=params.embed_batch_size, backend=params.embed_backend

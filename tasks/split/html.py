@@ -22,7 +22,7 @@ import pathlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-from tasks.documents import Document, Header
+from tasks.common.documents import Document, Header
 from tasks.split.base import Span, SpanSplitter, strip_span
 from tasks.split.recursive import RecursiveCharacterTextSplitter
 from tasks.split.units import span_counter

@@ -28,6 +28,9 @@ are cut as any text, and their last piece joins the text). A lone header at the 
 the document joins the chunk before it (keeping that chunk's path). Header lines stay alone
 only where nothing fits beside them: a document of headers only, headers that leave no room
 for a first word, or a trailing header that does not fit in the previous chunk.
+
+One module over ~400 lines on purpose: the header parse (CommonMark's fences, setext,
+front matter) and the grouping of its sections are one algorithm with one set of spans.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.documents import Document, Header
+from tasks.common.documents import Document, Header
 from tasks.split.base import Span, SpanSplitter, strip_span
 from tasks.split.counting import SpanCounter
 from tasks.split.languages import SEPARATORS, Language

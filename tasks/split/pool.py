@@ -30,10 +30,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.memory import release_memory
+from tasks.common.memory import release_memory
+from tasks.common.tables import chunks_table, read_documents, write_atomic
 from tasks.split.base import SpanSplitter
 from tasks.split.factory import split_rows
-from tasks.tables import chunks_table, read_documents, write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ invariants:
 - all the non-whitespace text is covered, and the output is deterministic for a
   deterministic encoder.
 
-Embeddings come from a :class:`tasks.embed.Embedder` (batched; with an
-:class:`~tasks.cache.EmbeddingCache` the vectors are cached) or from any callable that maps a
+Embeddings come from a :class:`tasks.embed.model.Embedder` (batched; with an
+:class:`~tasks.embed.cache.EmbeddingCache` the vectors are cached) or from any callable that maps a
 list of texts to one vector per text (tests use a fast deterministic fake).
 """
 
@@ -37,8 +37,8 @@ from tasks.split.recursive import RecursiveCharacterTextSplitter
 from tasks.split.units import span_counter
 
 if TYPE_CHECKING:
-    from tasks.cache import EmbeddingCache
-    from tasks.embed import Embedder
+    from tasks.embed.cache import EmbeddingCache
+    from tasks.embed.model import Embedder
 
 BreakpointThresholdType = Literal["percentile", "standard_deviation", "interquartile", "gradient"]
 #: LangChain-experimental's default amount for each threshold type.
@@ -75,7 +75,7 @@ class Vectors:
             batch_size: Texts per call of a plain callable.
 
         """
-        from tasks.embed import DEFAULT_MODEL, Embedder
+        from tasks.embed.model import DEFAULT_MODEL, Embedder
 
         if embed is None or isinstance(embed, str):
             embed = Embedder(embed or DEFAULT_MODEL)
@@ -102,7 +102,7 @@ class Vectors:
             return np.zeros((0, 1), dtype=np.float32)
         if self._embedder is not None:
             if self._cache is not None:
-                from tasks.embed import embed_with_cache
+                from tasks.embed.model import embed_with_cache
 
                 vectors, _ = embed_with_cache(self._embedder, self._cache, list(texts))
             else:

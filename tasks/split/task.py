@@ -6,10 +6,10 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 
-from tasks.config import IngestParams
+from tasks.common.config import IngestParams
+from tasks.common.tables import PartRef, part_path
 from tasks.split.factory import build_splitter
 from tasks.split.pool import split_batch
-from tasks.tables import PartRef, part_path
 
 
 @task(name="split")

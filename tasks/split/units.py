@@ -306,7 +306,7 @@ def model_tokens_unit(model: str = "all-MiniLM-L6-v2") -> HuggingFaceUnit:
     def load() -> HuggingFaceUnit:
         from tokenizers import Tokenizer
 
-        from tasks.embed import CUSTOM_ENCODERS, resolve_model_path
+        from tasks.embed.model import CUSTOM_ENCODERS, resolve_model_path
 
         if model in CUSTOM_ENCODERS:  # a registered encoder brings its tokenizer, if it has one
             tokenizer = getattr(CUSTOM_ENCODERS[model](), "tokenizer", None)

@@ -32,7 +32,7 @@ STORE_TARGET = 0.8
 
 
 def _register() -> None:
-    from tasks.embed import register_encoder
+    from tasks.embed.model import register_encoder
     from tests.fake_encoder import ConstantEncoder
 
     register_encoder(ZERO, lambda: ConstantEncoder(384))
@@ -41,7 +41,7 @@ def _register() -> None:
 def ingest_once(source: Path, data_dir: Path, workers: int) -> dict[str, Any]:
     """Ingest ``source`` from an empty data dir; return the summary and the wall seconds."""
     from flows.ingest import ingest
-    from tasks.config import IngestParams
+    from tasks.common.config import IngestParams
 
     params = IngestParams(source=str(source), data_dir=str(data_dir), model=ZERO, workers=workers)
     started = time.perf_counter()
@@ -52,7 +52,7 @@ def ingest_once(source: Path, data_dir: Path, workers: int) -> dict[str, Any]:
 
 def bare_chroma_rate(data_dir: Path, batch_rows: list[int]) -> float:
     """Upsert the run's stored rows into a fresh Chroma collection as the run batched them."""
-    from tasks.store import ChromaStore, make_client
+    from tasks.index.store import ChromaStore, make_client
 
     got = (
         ChromaStore.open(data_dir, "docflow")
@@ -81,7 +81,7 @@ def bare_chroma_rate(data_dir: Path, batch_rows: list[int]) -> float:
 def main() -> dict[str, Any]:
     """Run the ceiling for each workers value and the bare Chroma rate; print and return."""
     from flows.env import apply_defaults
-    from tasks.config import LoaderOptions
+    from tasks.common.config import LoaderOptions
     from tests.benchmarks.bench_pipeline import copy_corpus, good_files
 
     apply_defaults()
@@ -130,7 +130,7 @@ def main() -> dict[str, Any]:
 
 def _batch_rows(data_dir: Path) -> list[int]:
     """Return the chunk count of each batch of the run (its chunks parts, in order)."""
-    from tasks.tables import list_parts, read_part
+    from tasks.common.tables import list_parts, read_part
 
     return [read_part(p, ["chunk_id"]).num_rows for p in list_parts(data_dir, "chunks")]
 

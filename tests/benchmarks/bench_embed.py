@@ -55,7 +55,7 @@ def recall(embed: Callable[[Sequence[str]], np.ndarray]) -> float | None:
 
 def main() -> dict[str, Any]:
     """Time the variants, print the table and return the results (JSON-able)."""
-    from tasks.embed import DEFAULT_MODEL, Embedder, load_model
+    from tasks.embed.model import DEFAULT_MODEL, Embedder, load_model
 
     texts = chunks(int(os.environ.get("BENCH_EMBED_CHUNKS", "1500")))
     if not texts:

@@ -19,7 +19,7 @@ def main() -> dict[str, Any]:
     """Run full, unchanged and reingest passes and print their times."""
     from flows.ingest import ingest
     from flows.rebuild import reingest
-    from tasks.config import IngestParams
+    from tasks.common.config import IngestParams
 
     if not CORPORA.exists():
         print("../shared/corpora is absent: nothing to measure")

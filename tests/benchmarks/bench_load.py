@@ -23,8 +23,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from tasks.config import LoaderOptions
-from tasks.discover import FileRef, discover, plan_batches
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import FileRef
+from tasks.discover.files import discover, plan_batches
 from tasks.load import load_batch
 from tests.conftest import CORPORA
 

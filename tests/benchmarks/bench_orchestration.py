@@ -29,7 +29,7 @@ REPEATS = 2
 
 
 def _register_fake() -> None:
-    from tasks.embed import register_encoder
+    from tasks.embed.model import register_encoder
     from tests.fake_encoder import HashEncoder
 
     register_encoder(FAKE_MODEL, lambda: HashEncoder(384))
@@ -70,7 +70,7 @@ def _ingest_times(work: Path, model: str, repeats: int) -> dict[str, Any]:
 
     from flows import runtime
     from flows.ingest import ingest
-    from tasks.config import IngestParams
+    from tasks.common.config import IngestParams
 
     source = CORPORA / "markdown"
     result: dict[str, Any] = {"threads_s": [], "dask_s": []}

@@ -145,7 +145,7 @@ def plain_encode(texts: list[str]) -> float:
     """Return the seconds of one plain ``SentenceTransformer.encode`` of ``texts``."""
     from sentence_transformers import SentenceTransformer
 
-    from tasks.embed import resolve_model_path
+    from tasks.embed.model import resolve_model_path
 
     model = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device="cpu")
     model.encode(texts[:64], batch_size=BATCH_SIZE)  # warm up
@@ -160,7 +160,7 @@ from pathlib import Path
 
 import chromadb, numpy as np, psutil
 from chromadb.config import Settings
-from tasks.manifest import serving_collection
+from tasks.index.manifest import serving_collection
 
 rss = lambda: psutil.Process().memory_info().rss
 data = Path(sys.argv[1])
@@ -276,7 +276,7 @@ def memory_server(files: list[Path], cache: Path, work: Path) -> dict[str, float
 
 def main() -> dict[str, Any]:
     """Measure T_pipeline, T_encode, T_langchain and the memory bound; print the table."""
-    from tasks.tables import read_table
+    from tasks.common.tables import read_table
 
     if not CORPORA.exists():
         print("../shared/corpora is absent: nothing to measure")

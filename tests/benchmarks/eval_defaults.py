@@ -1,9 +1,9 @@
-"""The evaluation behind docflow's defaults (README, "Choosing the default").
+"""The evaluation behind docflow's defaults (docs/retrieval.md, "Choosing the default").
 
 Runs ``docflow evaluate --json`` on every shared data set (../shared/eval) once per embed
 backend, over a grid of chunkings, each with dense, lexical, the previous default (min-max
 fusion, dense weight 0.5, function words kept) and the ``absolute`` fusion at several
-weights, then prints the tables the README quotes: per chunking (mean and worst corpus),
+weights, then prints the tables docs/retrieval.md quotes: per chunking (mean and worst corpus),
 per ranking (averaged over chunkings), and the backends compared corpus by corpus.
 
     python -m tests.benchmarks.eval_defaults                 # all three backends (~90 min)
@@ -85,7 +85,7 @@ CURRENT, OLD = "absolute 0.25", "minmax 0.5"
 
 
 def report(paths: dict[str, Path]) -> None:
-    """Print the README's tables from the runs' JSON files."""
+    """Print the tables of docs/retrieval.md from the runs' JSON files."""
     runs = {b: json.loads(p.read_text(encoding="utf-8"))["configs"] for b, p in paths.items()}
     main = runs.get("onnx") or next(iter(runs.values()))
     print(f"\nby chunking ({CURRENT} and dense): recall mean / min, IoU mean / min, chunks")

@@ -78,7 +78,7 @@ def run(source: str, persist_dir: str, model_path: str, batch_size: int) -> dict
 
 
 if __name__ == "__main__":
-    from tasks.embed import resolve_model_path
+    from tasks.embed.model import resolve_model_path
 
     src, out = sys.argv[1], sys.argv[2]
     size = int(sys.argv[3]) if len(sys.argv) > 3 else 32

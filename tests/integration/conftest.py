@@ -35,7 +35,7 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     inspect): a test that writes makes its own copy.
     """
     from flows.ingest import ingest
-    from tasks.config import IngestParams
+    from tasks.common.config import IngestParams
 
     data_dir = tmp_path_factory.mktemp("sample") / "data"
     summary = ingest(IngestParams(source=str(SAMPLE), data_dir=str(data_dir)))
@@ -48,6 +48,37 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def corpus(tmp_path: Path) -> Path:
     """A writable copy of the sample corpus (12 files)."""
     return Path(shutil.copytree(SAMPLE, tmp_path / "src"))
+
+
+@pytest.fixture(scope="session")
+def sample_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One complete real-model ingest of the sample corpus: its source folder and data dir."""
+    from flows.ingest import ingest
+    from tasks.common.config import IngestParams
+
+    root = tmp_path_factory.mktemp("template")
+    source, data_dir = root / "src", root / "data"
+    shutil.copytree(SAMPLE, source)
+    ingest(IngestParams(source=str(source), data_dir=str(data_dir), batch_files=3))
+    return source, data_dir
+
+
+@pytest.fixture
+def ingested(sample_template: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """A corpus and a data dir right after a first complete run over it, to go on from.
+
+    The state a real first ``ingest`` leaves (the session's template, copied), for tests
+    whose subject is what happens next: their first run costs a copy, not an ingest. The
+    corpus is the template's own folder, reset to the sample's files, because the manifest
+    records which folder its files came from (deletions are scoped to it); tests of one
+    worker run one at a time, so they never share it at once.
+    """
+    source, data_dir = sample_template
+    shutil.rmtree(source)
+    shutil.copytree(SAMPLE, source)
+    mine = tmp_path / "data"
+    shutil.copytree(data_dir, mine)
+    return source, mine
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from tasks.store import ChromaStore
-from tasks.tables import read_table
+from tasks.common.tables import read_table
+from tasks.index.store import ChromaStore
 from tests.conftest import REPO
 
 SUMMARY_KEYS = {
@@ -123,9 +123,12 @@ def test_usage_errors_exit_2_with_one_line(
 def test_query_without_index_is_a_usage_error_that_says_to_ingest(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, _, err = run_cli(capsys, "query", "anything", "--data-dir", str(tmp_path / "empty"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = run_cli(capsys, "query", "anything", "--data-dir", str(empty))
     assert code == 2
     assert "collection 'docflow' not found" in err and "none yet: run docflow ingest" in err
+    assert list(empty.iterdir()) == []  # a query creates nothing, not even chroma/
 
 
 def test_console_script_end_to_end(tiny_corpus: Path, tmp_path: Path) -> None:
@@ -161,4 +164,5 @@ def test_console_script_end_to_end(tiny_corpus: Path, tmp_path: Path) -> None:
         timeout=600,
         check=False,
     )
-    assert proc.returncode == 0 and "intro.md" in proc.stdout.splitlines()[0]
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and lines[0].startswith("score = hybrid") and "intro.md" in lines[1]

@@ -1,8 +1,8 @@
-"""Incremental runs, crash safety, zero-downtime reingest, restore, clear and the lock.
+"""Incremental runs, zero-downtime reingest, restore, clear and the lock.
 
 Real Prefect (the session harness; subprocesses use its server), real Chroma, the real
-all-MiniLM-L6-v2 model and real files in temp dirs. Crashes are real ``kill -9``s at named
-failpoints (tasks/failpoints.py).
+all-MiniLM-L6-v2 model and real files in temp dirs. Tests that go on from a first complete
+run start from a copy of one (the ``ingested`` fixture). Crashes: test_crash_safety.py.
 """
 
 from __future__ import annotations
@@ -23,54 +23,20 @@ from flows.cli import main
 from flows.ingest import ingest
 from flows.query import query
 from flows.rebuild import reingest
-from tasks import failpoints
-from tasks.admin import versions
-from tasks.cache import EmbeddingCache
-from tasks.config import IngestParams
-from tasks.index import record_text
-from tasks.lexical import LexicalIndex, database_path, physical_names
-from tasks.manifest import Manifest, serving_collection
-from tasks.store import ChromaStore
-from tasks.tables import read_table
-from tests.cli_subprocess import docflow
-from tests.conftest import REPO, SAMPLE
-
-
-def snapshot(data_dir: Path, collection: str = "docflow") -> dict[str, str]:
-    """Return {chunk id: text} of the serving collection.
-
-    Also checks its lexical index holds exactly the same chunks, each indexed as the text
-    the model read (so every scenario below checks both indexes).
-    """
-    physical = serving_collection(data_dir, collection)
-    store = ChromaStore.open(data_dir, physical)
-    got = store.collection().get(include=["documents", "metadatas"])
-    with LexicalIndex(database_path(data_dir, physical), readonly=True) as words:
-        sql = "SELECT c.chunk_id, t.body FROM chunks c JOIN terms t ON t.rowid = c.id"
-        bodies = dict(words.db.execute(sql).fetchall())
-    expected = {
-        cid: record_text(text, meta)
-        for cid, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)
-    }
-    assert bodies == expected, "the lexical index differs from the vector store"
-    return dict(zip(got["ids"], got["documents"] or [], strict=True))
-
-
-def manifest_ids(data_dir: Path, collection: str = "docflow") -> set[str]:
-    with Manifest.open(data_dir) as m:
-        return m.live_chunk_ids(m.physical(collection))
+from tasks.common import failpoints
+from tasks.common.config import IngestParams
+from tasks.common.tables import read_table
+from tasks.embed.cache import EmbeddingCache
+from tasks.index.admin import versions
+from tasks.index.lexical import physical_names
+from tasks.index.manifest import serving_collection
+from tasks.index.store import ChromaStore
+from tests.conftest import REPO
+from tests.index_state import manifest_ids, snapshot
 
 
 def params(source: Path, data_dir: Path, **kw: object) -> IngestParams:
     return IngestParams(source=str(source), data_dir=str(data_dir), batch_files=3, **kw)  # type: ignore[arg-type]
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """What a from-scratch ingest of the unmodified sample corpus stores."""
-    data_dir = tmp_path_factory.mktemp("reference") / "data"
-    ingest(params(SAMPLE, data_dir))
-    return snapshot(data_dir)
 
 
 def test_unchanged_rerun_loads_splits_and_embeds_nothing(corpus: Path, tmp_path: Path) -> None:
@@ -86,9 +52,8 @@ def test_unchanged_rerun_loads_splits_and_embeds_nothing(corpus: Path, tmp_path:
     assert read_table(data_dir, "runs").num_rows == 2
 
 
-def test_edit_delete_add_equals_from_scratch(corpus: Path, tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+def test_edit_delete_add_equals_from_scratch(ingested: tuple[Path, Path], tmp_path: Path) -> None:
+    corpus, data_dir = ingested
     (corpus / "queen-rearing.md").write_text(
         (corpus / "queen-rearing.md").read_text(encoding="utf-8").replace("queen", "Queen", 3)
         + "\n\n## Notes\n\nMark the queen before the first inspection.\n",
@@ -109,9 +74,8 @@ def test_edit_delete_add_equals_from_scratch(corpus: Path, tmp_path: Path) -> No
     assert manifest_ids(data_dir) == set(snapshot(data_dir))
 
 
-def test_splitter_change_resplits_every_file(corpus: Path, tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+def test_splitter_change_resplits_every_file(ingested: tuple[Path, Path], tmp_path: Path) -> None:
+    corpus, data_dir = ingested
     summary = ingest(params(corpus, data_dir, chunk_size=600, chunk_overlap=50))
     assert summary["files_changed"] == 12 and summary["chunks_deleted"] > 0
     fresh = tmp_path / "fresh"
@@ -124,59 +88,16 @@ def test_splitter_change_resplits_every_file(corpus: Path, tmp_path: Path) -> No
     )
 
 
-@pytest.mark.parametrize(
-    "point",
-    [
-        "load:after-file@5",  # during load of the second batch
-        "embed:after-encode@2",  # during embedding
-        "store:before-upsert@2",  # during store, before anything of batch 2 is written
-        "lexical:before-upsert@2",  # vectors written, the lexical index not yet
-        "store:after-upsert@2",  # chunks written, stale not deleted, manifest not committed
-        "manifest:before-commit@3",  # stale chunks deleted, manifest not committed
-        "manifest:after-commit@2",  # between two batches
-    ],
-)
-def test_kill_9_then_rerun_equals_from_scratch(
-    point: str, corpus: Path, tmp_path: Path, reference: dict[str, str]
-) -> None:
-    data_dir = tmp_path / "data"
-    # a first complete run, then edits, so the crashed run has stale chunks to replace
-    ingest(params(corpus, data_dir))
-    original = (corpus / "swarm-management.md").read_text(encoding="utf-8")
-    (corpus / "swarm-management.md").write_text(
-        original + "\n\nA late swarm note.\n", encoding="utf-8"
-    )
-    (corpus / "bee-diseases.md").unlink()
-    shutil.copy(SAMPLE / "bee-diseases.md", corpus / "diseases.md")
-
-    # --full-refresh: every file is reprocessed, so the crash lands in the middle of the work
-    args = ["ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--full-refresh"]
-    crashed = docflow(*args, env={"DOCFLOW_FAILPOINT": point, "DOCFLOW_BATCH_FILES": "3"})
-    assert crashed.returncode == -9, crashed.stderr[-2000:]
-
-    ingest(params(corpus, data_dir))  # the rerun finishes the job
-    fresh = tmp_path / "fresh"
-    ingest(params(corpus, fresh))
-    assert snapshot(data_dir) == snapshot(fresh)
-    assert manifest_ids(data_dir) == set(snapshot(data_dir))
-    # and restoring the edited files gives back exactly the reference index
-    (corpus / "swarm-management.md").write_text(original, encoding="utf-8")
-    (corpus / "diseases.md").rename(corpus / "bee-diseases.md")
-    ingest(params(corpus, data_dir))
-    assert snapshot(data_dir) == reference
-
-
 def test_failed_reingest_keeps_serving_the_old_version(
-    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ingested: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+    corpus, data_dir = ingested
     before = snapshot(data_dir)
     question = "Below what air temperature do the bees huddle together?"
     answer = [h.chunk_id for h in query(question, data_dir, "docflow", k=3)]
 
     monkeypatch.setenv("DOCFLOW_FAILPOINT", "embed:after-encode=raise@2")
-    from tasks import failpoints
+    from tasks.common import failpoints
 
     monkeypatch.setattr(failpoints, "_hits", failpoints.Counter())
     with pytest.raises(failpoints.FailpointError):
@@ -203,7 +124,7 @@ def test_failed_reingest_keeps_serving_the_old_version(
 def test_model_change_is_refused_then_reingest_switches(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tasks.embed import register_encoder
+    from tasks.embed.model import register_encoder
     from tests.fake_encoder import HashEncoder
 
     register_encoder("hash-test-64", lambda: HashEncoder(64))
@@ -221,9 +142,10 @@ def test_model_change_is_refused_then_reingest_switches(
     assert (meta["embedding_model"], meta["dimension"]) == ("hash-test-64", 64)
 
 
-def test_restore_rebuilds_the_store_from_tables(corpus: Path, tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+def test_restore_rebuilds_the_store_from_tables(
+    ingested: tuple[Path, Path], tmp_path: Path
+) -> None:
+    corpus, data_dir = ingested
     (corpus / "queen-rearing.md").write_text(
         "# Queens\n\nA short replacement text.\n", encoding="utf-8"
     )
@@ -238,10 +160,9 @@ def test_restore_rebuilds_the_store_from_tables(corpus: Path, tmp_path: Path) ->
 
 
 def test_restore_without_manifest_or_cache_rebuilds_from_the_tables_alone(
-    corpus: Path, tmp_path: Path
+    ingested: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+    corpus, data_dir = ingested
     (corpus / "queen-rearing.md").write_text("# Queens\n\nA short replacement.\n", encoding="utf-8")
     (corpus / "letter-to-neighbours.txt").unlink()
     ingest(params(corpus, data_dir))  # one changed, one deleted: recorded by the runs table
@@ -327,10 +248,9 @@ def _rows(data: object) -> list[dict[str, str]]:
 
 
 def test_clear_asks_and_keeps_cache(
-    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ingested: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+    corpus, data_dir = ingested
     assert main(["clear", "--data-dir", str(data_dir)]) == 2  # no terminal to confirm on
     assert "needs --yes" in capsys.readouterr().err
     assert snapshot(data_dir)

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from flows.ingest import ingest
-from tasks.config import IngestParams
-from tasks.discover import discover
-from tasks.embed import CUSTOM_ENCODERS, register_encoder
-from tasks.store import ChromaStore
-from tasks.tables import read_table
+from tasks.common.config import IngestParams
+from tasks.common.tables import read_table
+from tasks.discover.files import discover
+from tasks.embed.model import CUSTOM_ENCODERS, register_encoder
+from tasks.index.store import ChromaStore
 from tests.conftest import shared_path
 from tests.fake_encoder import HashEncoder
 

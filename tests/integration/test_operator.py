@@ -20,8 +20,9 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
 from flows.ingest import ingest
-from tasks.config import IngestParams
-from tasks.tables import read_table
+from tasks.common.config import IngestParams
+from tasks.common.tables import read_table
+from tests import docs
 from tests.cli_subprocess import docflow, one_error_line
 from tests.conftest import REPO
 
@@ -233,9 +234,8 @@ def test_inspect_filters_by_collection_shows_status_and_decodes_json(
 
 
 def test_the_readme_backfill_command_runs_as_written(tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"^    (\.venv/bin/docflow backfill (?:.*\\\n)*.*)$", readme, re.M)
-    assert found, "the README shows a docflow backfill command"
+    found = re.search(r"^    (\.venv/bin/docflow backfill (?:.*\\\n)*.*)$", docs.text(), re.M)
+    assert found, "the README (or a docs page) shows a docflow backfill command"
     argv = shlex.split(found.group(1).replace("\\\n", " "))
     assert argv[:2] == [".venv/bin/docflow", "backfill"]
     work = tmp_path / "checkout"  # the command's relative paths, in a copy of the checkout
@@ -248,7 +248,7 @@ def test_the_readme_backfill_command_runs_as_written(tmp_path: Path) -> None:
 
 
 def test_the_readme_server_commands_are_offline_safe() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = docs.page_containing("Start a server, register the deployments")
     start = readme.index("Start a server, register the deployments")
     block = readme[start : readme.index("prefect server start", start)]
     assert "PREFECT_SERVER_ANALYTICS_ENABLED=false" in block and "PREFECT_HOME" in block

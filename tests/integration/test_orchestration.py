@@ -35,8 +35,8 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flows.cli import main as cli_main
 from flows.guard import limit_name
-from tasks.store import ChromaStore
-from tasks.tables import read_table
+from tasks.common.tables import read_table
+from tasks.index.store import ChromaStore
 from tests.conftest import REPO
 from tests.servers import (
     Proc,
@@ -410,10 +410,13 @@ def test_backfill_runs_one_subflow_per_partition_and_keeps_them_all(
 
 
 def _readme_block(heading: str, language: str) -> list[str]:
-    """Return the lines of the first ``language`` code block under README's ``heading``."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split(heading, 1)[1]
-    code = section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+    """Return the lines of the first ``language`` code block under ``heading`` of the docs.
+
+    The section may be on any page: README.md or docs/*.md (tests/docs.py finds it).
+    """
+    from tests import docs
+
+    code = docs.code_blocks(docs.section(heading), language)[0]
     return [line for line in code.splitlines() if line.strip()]
 
 
@@ -499,6 +502,7 @@ def scaled_out(prefect_api: str, workdir: Path) -> Iterator[dict[str, Any]]:
             "chroma": ("127.0.0.1", chroma_port),
             "outputs": outputs,
             "worker_log": root / "dask-worker.log",
+            "env": {**env, "PREFECT_API_URL": prefect_api},
         }
     finally:
         for proc in background:
@@ -540,6 +544,32 @@ def wait_for_task_runs(run: FlowRun, names: set[str], timeout: float = 30) -> li
         time.sleep(1)
 
 
+def ingest_again(scaled: dict[str, Any]) -> dict[str, Any]:
+    """Run the block's ingest again, as a user would in the same shell (a new process)."""
+    data = scaled["data"]
+    args = ["--source", str(data / "raw"), "--data-dir", str(data), "--collection", "dist"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows",
+            "ingest",
+            *args,
+            "--dask-address",
+            scaled["dask"],
+            "--json",
+        ],
+        cwd=REPO,
+        env=scaled["env"],
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return summary
+
+
 def test_the_scaling_out_section_runs_as_written(scaled_out: dict[str, Any]) -> None:
     ingest_out, query_out = scaled_out["outputs"]
     assert re.search(r"^files_new\s+12$", ingest_out, re.M), ingest_out
@@ -551,29 +581,14 @@ def test_the_scaling_out_section_runs_as_written(scaled_out: dict[str, Any]) -> 
 
 
 def test_workers_that_outlive_runs_report_every_run_to_the_server(
-    scaled_out: dict[str, Any], capsys: pytest.CaptureFixture[str]
+    scaled_out: dict[str, Any],
 ) -> None:
     """Workers used to keep the first run's temporary server and lose later runs' task runs."""
     root, data = scaled_out["root"], scaled_out["data"]
     (root / "data" / "raw" / "letter-to-neighbours.txt").write_text(
         "Dear neighbours, the bees are calm this spring.\n", encoding="utf-8"
     )
-    code, out = run_cli(
-        [
-            "ingest",
-            "--source",
-            str(data / "raw"),
-            "--data-dir",
-            str(data),
-            "--collection",
-            "dist",
-            "--dask-address",
-            scaled_out["dask"],
-            "--json",
-        ],
-        capsys,
-    )
-    assert code == 0 and json.loads(out)["files_changed"] == 1, out
+    assert ingest_again(scaled_out)["files_changed"] == 1
     runs = flow_runs_writing(data)
     assert len(runs) >= 2
     for run in runs[-2:]:  # the block's run and this one, on the same workers
@@ -592,7 +607,7 @@ def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
     """
     from distributed import Client
 
-    from tasks.failpoints import ENV
+    from tasks.common.failpoints import ENV
 
     root, data = scaled_out["root"], scaled_out["data"]
     (root / "data" / "raw" / "queen-rearing.md").write_text(
@@ -601,22 +616,7 @@ def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
     with Client(scaled_out["dask"], timeout=60) as client:
         # a lambda travels by value and sets each worker's own environment
         client.run(lambda: os.environ.__setitem__(ENV, "embed:after-encode"))
-    code, out = run_cli(
-        [
-            "ingest",
-            "--source",
-            str(data / "raw"),
-            "--data-dir",
-            str(data),
-            "--collection",
-            "dist",
-            "--dask-address",
-            scaled_out["dask"],
-            "--json",
-        ],
-        capsys,
-    )
-    assert code == 0, out
+    ingest_again(scaled_out)
     log = scaled_out["worker_log"].read_text(errors="replace")
     assert "Restarting worker" in log  # a worker died and its nanny replaced it
     # what the operator sees in Prefect: each task once, Completed
@@ -635,7 +635,7 @@ def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
         ["ingest", "--source", str(data / "raw"), "--data-dir", str(fresh), "--json"], capsys
     )
     assert code == 0, out
-    from tasks.manifest import serving_collection
+    from tasks.index.manifest import serving_collection
 
     host, port = scaled_out["chroma"]
     served = ChromaStore.open(data, serving_collection(data, "dist"), host, port)
@@ -676,7 +676,7 @@ def test_chroma_server_store_answers_queries(
         ChromaStore.open(data_dir, "orch-server", host, port).count() == summary["chunks_written"]
     )
     # the lexical index lives in the data dir, with exactly the server collection's ids
-    from tasks.lexical import LexicalIndex, database_path
+    from tasks.index.lexical import LexicalIndex, database_path
 
     with LexicalIndex(database_path(data_dir, "orch-server"), readonly=True) as words:
         assert words.ids() == ChromaStore.open(data_dir, "orch-server", host, port).ids()
@@ -714,7 +714,7 @@ def test_chroma_server_store_answers_queries(
     assert info["count"] == info["lexical_count"] == summary["chunks_written"]
     code, out = run_cli(["restore", *where, "--json"], capsys)  # rebuilds it on the server
     assert code == 0, out
-    from tasks.manifest import serving_collection
+    from tasks.index.manifest import serving_collection
 
     restored = ChromaStore.open(data_dir, serving_collection(data_dir, "orch-server"), host, port)
     assert restored.count() == summary["chunks_written"]
@@ -729,9 +729,9 @@ def test_chroma_server_store_answers_queries(
 def test_store_retries_only_what_a_retry_can_fix() -> None:
     from prefect.states import Failed
 
-    from tasks.errors import StoreError
-    from tasks.failpoints import FailpointError
-    from tasks.store import retry_transient
+    from tasks.common.errors import StoreError
+    from tasks.common.failpoints import FailpointError
+    from tasks.index.store import retry_transient
 
     def retried(exc: Exception) -> bool:
         return retry_transient(None, None, Failed(data=exc))  # type: ignore[arg-type]

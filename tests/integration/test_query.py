@@ -8,7 +8,6 @@ their own.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -17,11 +16,12 @@ import pytest
 import docflow
 from flows.cli import main
 from flows.ingest import ingest
-from tasks.config import IngestParams, QueryParams
-from tasks.index import Index
-from tasks.lexical import LexicalIndex, database_path
-from tasks.store import ChromaStore
-from tests.conftest import REPO, SAMPLE
+from tasks.common.config import IngestParams, QueryParams
+from tasks.index.collection import Index
+from tasks.index.lexical import LexicalIndex, database_path
+from tasks.index.store import ChromaStore
+from tests import docs
+from tests.conftest import SAMPLE
 
 QUESTION = "Below what temperature do bees form a winter cluster?"
 WINTER = "seasons/winter-preparation.md"
@@ -254,14 +254,12 @@ def test_a_lost_lexical_index_is_rebuilt_by_the_next_ingest(
 def test_langchain_chroma_reads_the_collection_dense_only(
     sample_index: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The README's snippet, run as written (with this test's data dir)."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Reading a collection with LangChain", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code, "the README section has a python block"
-    snippet = code.group(1).replace('data_dir = "data"', f"data_dir = {str(sample_index)!r}")
+    """The documented snippet (docs/retrieval.md), run as written (with this test's data dir)."""
+    code = docs.code_blocks(docs.section("### Reading a collection with LangChain"), "python")
+    assert code, "the docs section has a python block"
+    snippet = code[0].replace('data_dir = "data"', f"data_dir = {str(sample_index)!r}")
     namespace: dict[str, object] = {"question": QUESTION}
-    exec(snippet, namespace)  # noqa: S102 - the README's own code
+    exec(snippet, namespace)  # noqa: S102 - the documentation's own code
     found = namespace["docs"]
     assert isinstance(found, list)
     dense = cli_json(capsys, QUESTION, "--data-dir", str(sample_index), "--retrieval", "dense")

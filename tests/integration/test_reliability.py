@@ -18,13 +18,13 @@ import pytest
 
 from flows.ingest import ingest
 from flows.rebuild import reingest
-from tasks import failpoints
-from tasks.config import IngestParams
-from tasks.manifest import Manifest, serving_collection
-from tasks.store import ChromaStore
-from tasks.tables import read_table
+from tasks.common import failpoints
+from tasks.common.config import IngestParams
+from tasks.common.tables import read_table
+from tasks.index.manifest import Manifest, serving_collection
+from tasks.index.store import ChromaStore
 from tests.cli_subprocess import docflow, one_error_line
-from tests.integration.test_incremental import snapshot
+from tests.index_state import snapshot
 
 TORN = "swarm-management.md"
 
@@ -80,10 +80,9 @@ def _lose_manifest(data_dir: Path) -> None:
 
 
 def test_lost_manifest_is_rebuilt_from_the_tables_so_deleted_files_leave(
-    corpus: Path, tmp_path: Path
+    ingested: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+    corpus, data_dir = ingested
     _lose_manifest(data_dir)
     (corpus / "letter-to-neighbours.txt").unlink()
 
@@ -96,10 +95,9 @@ def test_lost_manifest_is_rebuilt_from_the_tables_so_deleted_files_leave(
 
 
 def test_lost_manifest_and_tables_make_the_run_refuse_in_one_line(
-    corpus: Path, tmp_path: Path
+    ingested: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+    corpus, data_dir = ingested
     before = snapshot(data_dir)
     _lose_manifest(data_dir)
     shutil.rmtree(data_dir / "tables")
@@ -127,9 +125,8 @@ def test_lost_chroma_folder_is_reindexed_without_embedding(corpus: Path, tmp_pat
     assert snapshot(data_dir) == from_scratch(corpus, tmp_path)
 
 
-def test_chunks_no_file_claims_are_deleted(corpus: Path, tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+def test_chunks_no_file_claims_are_deleted(ingested: tuple[Path, Path], tmp_path: Path) -> None:
+    corpus, data_dir = ingested
     store = ChromaStore.open(data_dir, "docflow")
     got = store.collection().get(limit=1, include=["embeddings", "documents", "metadatas"])
     store.collection().add(
@@ -159,10 +156,9 @@ def _truncated(path: Path) -> None:
 
 @pytest.mark.parametrize("damage", [_garbage, _truncated], ids=["garbage", "truncated"])
 def test_damaged_manifest_query_answers_restore_recovers(
-    damage: object, corpus: Path, tmp_path: Path
+    damage: object, ingested: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+    corpus, data_dir = ingested
     (corpus / "queen-rearing.md").write_text("# Queens\n\nA short replacement.\n", "utf-8")
     reingest(params(corpus, data_dir))  # the serving collection is now a version
     ingest(params(corpus, data_dir))
@@ -281,10 +277,9 @@ def test_a_full_disk_fails_in_one_line_and_the_next_run_converges(
     assert "running" not in {r["status"] for r in read_table(data_dir, "runs").to_pylist()}
 
 
-def test_a_query_never_writes_the_manifest(corpus: Path, tmp_path: Path) -> None:
+def test_a_query_never_writes_the_manifest(ingested: tuple[Path, Path], tmp_path: Path) -> None:
     """A manifest whose WAL cannot be created (as on a full disk) still gives the pointer."""
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+    corpus, data_dir = ingested
     for extra in ("state.db-wal", "state.db-shm"):
         (data_dir / extra).unlink(missing_ok=True)
         (data_dir / extra).mkdir()  # SQLite can neither create nor open it: "disk I/O error"

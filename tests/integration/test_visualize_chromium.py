@@ -18,7 +18,7 @@ from typing import Any, cast
 import pytest
 from PIL import Image
 
-from tasks.visualize import COLOURS
+from tasks.split.visualize import COLOURS
 from tests.conftest import REPO, SAMPLE, shared_path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

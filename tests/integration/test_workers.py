@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from flows.ingest import ingest
-from tasks.config import IngestParams
-from tasks.embed import register_encoder
-from tasks.lexical import LexicalIndex, database_path
-from tasks.store import ChromaStore
+from tasks.common.config import IngestParams
+from tasks.embed.model import register_encoder
+from tasks.index.lexical import LexicalIndex, database_path
+from tasks.index.store import ChromaStore
 from tests.conftest import CORPORA, REPO, SAMPLE
 from tests.fake_encoder import HashEncoder
 
@@ -83,7 +83,7 @@ def _script(tmp_path: Path, guarded: bool) -> Path:
 
             apply_defaults()
             from flows.ingest import ingest
-            from tasks.config import IngestParams
+            from tasks.common.config import IngestParams
 
             """
         )

@@ -1,8 +1,8 @@
-"""Unit tests for tasks/admin.py: collection versions, clear and restore (real Chroma, tables).
+"""Unit tests for tasks/index/admin.py: collection versions, clear, restore (real Chroma).
 
-Every physical collection has a lexical index beside it (tasks/index.py): ``names`` checks
-the two lists of collections agree, ``snapshot`` that a collection's two indexes hold the
-same ids and texts.
+Every physical collection has a lexical index beside it (tasks/index/collection.py):
+``names`` checks the two lists of collections agree, ``snapshot`` that a collection's two
+indexes hold the same ids and texts.
 """
 
 from __future__ import annotations
@@ -16,25 +16,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from tasks import lexical
-from tasks.admin import (
-    clear,
-    drop_versions,
-    restore,
-    state_from_tables,
-    version_name,
-    versions,
-)
-from tasks.cache import EmbeddingCache
-from tasks.documents import Chunk, Document, make_chunk_id
-from tasks.errors import StoreError
-from tasks.index import Index, record_text
-from tasks.lexical import LexicalIndex
-from tasks.manifest import FileUpdate, Manifest, serving_collection
-from tasks.runs import RunContext, new_run_id
-from tasks.store import ChromaStore, collection_names, make_client
-from tasks.sync import commit_batch, remove_sources
-from tasks.tables import (
+from tasks.common.documents import Chunk, Document, make_chunk_id
+from tasks.common.errors import StoreError
+from tasks.common.runs import RunContext, new_run_id
+from tasks.common.tables import (
     DocumentRow,
     chunks_table,
     documents_table,
@@ -44,6 +29,21 @@ from tasks.tables import (
     write_atomic,
     write_run,
 )
+from tasks.embed.cache import EmbeddingCache
+from tasks.index import lexical
+from tasks.index.admin import (
+    clear,
+    drop_versions,
+    restore,
+    state_from_tables,
+    version_name,
+    versions,
+)
+from tasks.index.collection import Index, record_text
+from tasks.index.lexical import LexicalIndex
+from tasks.index.manifest import FileUpdate, Manifest, serving_collection
+from tasks.index.store import ChromaStore, collection_names, make_client
+from tasks.index.sync import commit_batch, remove_sources
 
 DIM = 8
 MODEL = "test-model"

@@ -1,4 +1,4 @@
-"""Unit tests for tasks/cache.py: the (model, text sha256) → float32 vector cache."""
+"""Unit tests for tasks/embed/cache.py: the (model, text sha256) → float32 vector cache."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.cache import _LOOKUP_CHUNK, EmbeddingCache
+from tasks.embed.cache import _LOOKUP_CHUNK, EmbeddingCache
 
 MODEL = "model-a"
 DIM = 8

@@ -1,4 +1,4 @@
-"""Unit tests for the incremental plan of tasks/discover.py: ``classify`` and ``in_scope``."""
+"""Unit tests for the incremental plan of tasks/discover/files.py: ``classify`` and ``in_scope``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.discover import Changes, FileRef, classify, discover, in_scope
-from tasks.manifest import FileState
+from tasks.common.documents import FileRef
+from tasks.discover.files import Changes, classify, discover, in_scope
+from tasks.index.manifest import FileState
 
 ROOT = "/corpus"
 FP = "fp-1"

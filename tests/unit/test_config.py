@@ -1,4 +1,4 @@
-"""Unit tests for tasks/config.py: defaults < TOML file < DOCFLOW_* env < overrides."""
+"""Unit tests for tasks/common/config.py: defaults < TOML file < DOCFLOW_* env < overrides."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tasks.config import IngestParams, resolve_params
-from tasks.errors import ConfigError
+from tasks.common.config import IngestParams, resolve_params
+from tasks.common.errors import ConfigError
 
 
 def toml(tmp_path: Path, text: str, name: str = "docflow.toml") -> Path:
@@ -241,7 +241,7 @@ def test_config_path_that_is_a_folder_raises_config_error(tmp_path: Path) -> Non
 def test_an_unknown_setting_names_the_closest_known_one(
     tmp_path: Path, text: str, message: str
 ) -> None:
-    from tasks.config import resolve_params
+    from tasks.common.config import resolve_params
 
     config = tmp_path / "docflow.toml"
     config.write_text(text, encoding="utf-8")
@@ -251,7 +251,7 @@ def test_an_unknown_setting_names_the_closest_known_one(
 
 
 def test_a_backfill_range_error_is_one_plain_line() -> None:
-    from tasks.config import BackfillParams, validated
+    from tasks.common.config import BackfillParams, validated
 
     with pytest.raises(ConfigError) as info:
         validated(
@@ -264,7 +264,7 @@ def test_a_backfill_range_error_is_one_plain_line() -> None:
 def test_cli_choices_are_the_settings_own() -> None:
     """The CLI lists backends and rankings without importing their modules: same values."""
     from flows.cli import EMBED_BACKENDS, FUSIONS, RETRIEVALS
-    from tasks.embed_backends import BACKENDS
+    from tasks.embed.backends import BACKENDS
     from tasks.retrieval import FUSIONS as KNOWN_FUSIONS
     from tasks.retrieval import RETRIEVALS as KNOWN_RETRIEVALS
 
@@ -274,7 +274,7 @@ def test_cli_choices_are_the_settings_own() -> None:
 
 
 def test_query_settings_from_the_query_table_env_and_flags(tmp_path: Path) -> None:
-    from tasks.config import resolve_query_params
+    from tasks.common.config import resolve_query_params
 
     config = tmp_path / "docflow.toml"
     config.write_text(
@@ -293,7 +293,7 @@ def test_query_settings_from_the_query_table_env_and_flags(tmp_path: Path) -> No
 
 
 def test_unknown_keys_of_the_query_table_are_refused_with_a_suggestion(tmp_path: Path) -> None:
-    from tasks.config import resolve_query_params
+    from tasks.common.config import resolve_query_params
 
     config = tmp_path / "docflow.toml"
     config.write_text("[query]\ndense_wieght = 0.2\n", encoding="utf-8")

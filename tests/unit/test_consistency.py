@@ -1,4 +1,4 @@
-"""Unit tests for tasks/consistency.py: manifest, vector store and lexical index agree.
+"""Unit tests for tasks/index/consistency.py: manifest, vector store and lexical index agree.
 
 Real embedded Chroma, SQLite and Parquet tables, written by the test_admin helpers (a run's
 tables, store and manifest, as a batch writes them).
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks import lexical
-from tasks.consistency import Checked, check
-from tasks.errors import StateError
-from tasks.index import Index, chunk_record
-from tasks.manifest import Manifest
-from tasks.tables import table_dir
+from tasks.common.errors import StateError
+from tasks.common.tables import table_dir
+from tasks.index import lexical
+from tasks.index.collection import Index, chunk_record
+from tasks.index.consistency import Checked, check
+from tasks.index.manifest import Manifest
 from tests.unit.test_admin import NAME, chunks_of, ingest, unit_vectors
 
 R1, R2 = "20240101T000000-aaaaaa", "20240102T000000-bbbbbb"

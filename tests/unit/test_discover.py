@@ -1,4 +1,4 @@
-"""Unit tests for tasks/discover.py: globs, hidden files, symlinks, fingerprints, batches."""
+"""Unit tests for tasks/discover/files.py: globs, hidden files, symlinks, fingerprints, batches."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks import discover as discover_module
-from tasks.config import LoaderOptions
-from tasks.discover import FileRef, discover, file_sha256, plan_batches
-from tasks.errors import ConfigError
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import FileRef, file_sha256
+from tasks.common.errors import ConfigError
+from tasks.discover import files as discover_module
+from tasks.discover.files import discover, plan_batches
 from tasks.load.batch import load_batch
 
 
@@ -350,7 +351,7 @@ def test_unreadable_file_becomes_a_failed_row_and_the_batch_loads(
     "pattern", ["**/*.md", "a[bc]d.txt", "[!a]x", "[]]", "a\\[b", "**/[a-z]*.md", "!drafts/**"]
 )
 def test_well_formed_globs_pass(pattern: str) -> None:
-    from tasks.discover import check_glob
+    from tasks.discover.files import check_glob
 
     check_glob(pattern)
 
@@ -366,14 +367,15 @@ def test_well_formed_globs_pass(pattern: str) -> None:
     ],
 )
 def test_malformed_globs_are_config_errors(pattern: str, reason: str) -> None:
-    from tasks.discover import check_glob
+    from tasks.discover.files import check_glob
 
     with pytest.raises(ConfigError, match=re.escape(reason)):
         check_glob(pattern, "--exclude")
 
 
 def test_unmatched_names_the_patterns_that_select_nothing() -> None:
-    from tasks.discover import FileRef, unmatched
+    from tasks.common.documents import FileRef
+    from tasks.discover.files import unmatched
 
     files = [FileRef(f"/r/{s}", s, 1, 0.0, "x") for s in ("a.md", "docs/b.txt")]
     assert unmatched(files, ["**/*.md", "**/*.pdf", "docs/*.txt", "x/**"]) == ["**/*.pdf", "x/**"]

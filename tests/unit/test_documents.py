@@ -1,4 +1,4 @@
-"""Unit tests for tasks/documents.py: document ids, chunk ids, header keys."""
+"""Unit tests for tasks/common/documents.py: document ids, chunk ids, header keys."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tasks.documents import Document, Header, header_keys, make_chunk_id, sha256_hex
+from tasks.common.documents import Document, Header, header_keys, make_chunk_id, sha256_hex
 
 
 def doc(text: str = "text", **metadata: Any) -> Document:

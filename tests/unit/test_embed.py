@@ -1,4 +1,4 @@
-"""Unit tests for tasks/embed.py with the real bundled all-MiniLM-L6-v2 (offline)."""
+"""Unit tests for tasks/embed/model.py with the real bundled all-MiniLM-L6-v2 (offline)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.embed import DEFAULT_MODEL, Embedder, load_model, resolve_model_path
+from tasks.embed.model import DEFAULT_MODEL, Embedder, load_model, resolve_model_path
 
 DIM = 384
 
@@ -103,8 +103,8 @@ def test_resolve_other_names_pass_through(name: str) -> None:
 def test_model_input_puts_document_context_before_the_exact_text() -> None:
     from dataclasses import replace
 
-    from tasks.documents import Chunk, Header
-    from tasks.embed import model_input
+    from tasks.common.documents import Chunk, Header
+    from tasks.embed.model import model_input
 
     chunk = Chunk(
         chunk_id="c",
@@ -131,8 +131,8 @@ def test_model_input_puts_document_context_before_the_exact_text() -> None:
 def test_a_model_must_be_on_this_machine_when_downloads_are_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks.embed import check_model_available, register_encoder
-    from tasks.errors import ConfigError
+    from tasks.common.errors import ConfigError
+    from tasks.embed.model import check_model_available, register_encoder
     from tests.fake_encoder import HashEncoder
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -152,8 +152,8 @@ def test_on_cuda_every_backend_encodes_in_large_batches(monkeypatch: pytest.Monk
     """The GPU run's bug: ``torch`` on CUDA encoded in batches of 32 (the device was None)."""
     from typing import Any
 
-    from tasks import embed
-    from tasks.embed import forward_batch_size, register_encoder
+    from tasks.embed import model as embed
+    from tasks.embed.model import forward_batch_size, register_encoder
 
     assert forward_batch_size(32, "torch", "cuda") == 256
     assert forward_batch_size(32, "torch", "cuda:1") == 256

@@ -1,4 +1,4 @@
-"""Embed backends (tasks/embed_backends.py) with the real bundled all-MiniLM-L6-v2, offline.
+"""Embed backends (tasks/embed/backends.py) with the real bundled all-MiniLM-L6-v2, offline.
 
 One module-scoped export cache folder holds the ONNX exports, so each backend exports once.
 """
@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks import embed_backends
-from tasks.cache import EmbeddingCache
-from tasks.config import IngestParams, resolve_params
-from tasks.embed import DEFAULT_MODEL, Embedder, embed_with_cache, resolve_model_path
-from tasks.embed_backends import (
+from tasks.common.config import IngestParams, resolve_params
+from tasks.common.errors import ConfigError
+from tasks.embed import backends as embed_backends
+from tasks.embed.backends import (
     META_FILE,
     MODEL_FILE,
     export_key,
@@ -24,7 +23,8 @@ from tasks.embed_backends import (
     onnx_exportable,
     resolve_backend,
 )
-from tasks.errors import ConfigError
+from tasks.embed.cache import EmbeddingCache
+from tasks.embed.model import DEFAULT_MODEL, Embedder, embed_with_cache, resolve_model_path
 
 DIM = 384
 CPU_BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -138,7 +138,7 @@ def test_a_lost_export_race_keeps_the_winner_and_leaves_no_partial_folder(
 def test_a_failed_export_leaves_nothing(
     model_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks.errors import EmbedError
+    from tasks.common.errors import EmbedError
 
     def broken(model_path: str, folder: Path, quantize: bool) -> None:
         (folder / MODEL_FILE).write_bytes(b"half an export")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from flows.cli import main
-from tasks.config import IngestParams, QueryParams
-from tasks.errors import ConfigError
+from tasks.common.config import IngestParams, QueryParams
+from tasks.common.errors import ConfigError
 from tasks.evaluate import (
     Chunks,
     Dataset,

@@ -1,4 +1,4 @@
-"""Unit tests for tasks/failpoints.py: named points that raise or kill -9 on the n-th hit."""
+"""Unit tests for tasks/common/failpoints.py: named points that raise or kill -9 on the n-th hit."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from tasks import failpoints
-from tasks.failpoints import ENV, FailpointError, failpoint
+from tasks.common import failpoints
+from tasks.common.failpoints import ENV, FailpointError, failpoint
 from tests.conftest import REPO
 
 POINT = "store:after-upsert"
@@ -59,7 +59,7 @@ def test_another_name_is_a_no_op(monkeypatch: pytest.MonkeyPatch, spec: str) -> 
 
 SCRIPT = textwrap.dedent(
     """
-    from tasks.failpoints import failpoint
+    from tasks.common.failpoints import failpoint
     for i in range(3):
         failpoint("store:after-upsert")
         print("passed", i + 1, flush=True)

@@ -1,4 +1,4 @@
-"""Unit tests for tasks/index.py: both indexes written together, and reconciliation.
+"""Unit tests for tasks/index/collection.py: both indexes written together, and reconciliation.
 
 Real embedded Chroma and SQLite; vectors are small random unit vectors (the subject is
 what each index holds, not embedding).
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tasks.config import IngestParams
-from tasks.documents import Chunk, Header, make_chunk_id
-from tasks.embed import model_input
-from tasks.index import Index, chunk_record, reconcile, record_text, stored_records
-from tasks.lexical import LexicalIndex
+from tasks.common.config import IngestParams
+from tasks.common.documents import Chunk, Header, make_chunk_id
+from tasks.embed.model import model_input
+from tasks.index.collection import Index, chunk_record, reconcile, record_text, stored_records
+from tasks.index.lexical import LexicalIndex
+from tasks.index.store import flatten_metadata
 from tasks.split.factory import split_file
-from tasks.store import flatten_metadata
 from tests.conftest import SAMPLE
 from tests.unit.test_admin import unit_vectors
 

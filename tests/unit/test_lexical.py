@@ -1,4 +1,4 @@
-"""Unit tests for tasks/lexical.py: the SQLite FTS5 (BM25) index, on real SQLite files."""
+"""Unit tests for tasks/index/lexical.py: the SQLite FTS5 (BM25) index, on real SQLite files."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks import lexical
-from tasks.errors import StateError
-from tasks.lexical import (
+from tasks.common.errors import StateError
+from tasks.index import lexical
+from tasks.index.lexical import (
     STOP_WORDS,
     LexicalIndex,
     database_name,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.discover import FileRef, discover
-from tasks.documents import Document
-from tasks.errors import LoadError
+from tasks.common.documents import Document, FileRef
+from tasks.common.errors import LoadError
+from tasks.discover.files import discover
 from tasks.load import (
     MarkdownLoader,
     TextLoader,
@@ -338,7 +338,7 @@ def test_real_markdown_bad_zero_byte_file_fails_as_empty() -> None:
 def test_rows_carry_the_hash_of_the_bytes_read_not_the_one_planned(tmp_path: Path) -> None:
     import hashlib
 
-    from tasks import failpoints
+    from tasks.common import failpoints
     from tasks.load.batch import load_file
 
     path = tmp_path / "notes.md"

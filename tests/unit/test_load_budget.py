@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.config import LoaderOptions
-from tasks.discover import discover
+from tasks.common.config import LoaderOptions
+from tasks.discover.files import discover
 from tasks.load import worker as load_worker
 from tasks.load.batch import load_batch
 
@@ -56,7 +56,7 @@ def test_concurrent_batches_share_one_budget_of_workers(
 def test_an_error_while_loading_gives_the_slots_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks import failpoints
+    from tasks.common import failpoints
 
     for i in range(3):
         (tmp_path / f"n{i}.txt").write_text("text\n", encoding="utf-8")

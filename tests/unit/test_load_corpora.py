@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from tasks.config import LoaderOptions
-from tasks.discover import discover
+from tasks.common.config import LoaderOptions
+from tasks.common.tables import DocumentRow
+from tasks.discover.files import discover
 from tasks.load import load_batch
 from tasks.load.base import FILE_TYPES
-from tasks.tables import DocumentRow
 from tests.conftest import CORPORA
 
 #: Outcome of each defective non-PDF file: "loaded", or the start of its failure reason.

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tasks.config import LoaderOptions
-from tasks.documents import Document
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import Document
+from tasks.common.tables import DocumentRow
 from tasks.load import load_file
-from tasks.tables import DocumentRow
 from tests.conftest import shared_path
 from tests.load_helpers import ref_for, write_file
 

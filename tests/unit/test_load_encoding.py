@@ -6,7 +6,7 @@ import codecs
 
 import pytest
 
-from tasks.errors import LoadError
+from tasks.common.errors import LoadError
 from tasks.load.encoding import Decoded, decode_text
 
 # A few hundred characters per language, so the detector has the evidence it needs.

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tasks.config import LoaderOptions
-from tasks.discover import FileRef, discover
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import FileRef
+from tasks.discover.files import discover
 from tasks.load import base as load_base
 from tasks.load import iter_load, load_batch, load_file, register
 from tests.conftest import shared_path
@@ -147,7 +148,7 @@ class LocalLoader:
         self.shout = lambda s: s.upper()
 
     def load(self, file: FileRef) -> Iterator[Any]:
-        from tasks.documents import Document
+        from tasks.common.documents import Document
 
         yield Document(self.shout(Path(file.path).read_text()), {"source": file.source})
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tasks.config import LoaderOptions
-from tasks.documents import Document
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import Document
+from tasks.common.tables import DocumentRow
 from tasks.load import load_file
 from tasks.load.jsonfile import lookup
-from tasks.tables import DocumentRow
 from tests.load_helpers import write_file
 
 RECORDS = [

@@ -9,9 +9,9 @@ import click
 import pytest
 
 from flows.cli import cli
-from tasks.config import IngestParams, LoaderOptions, resolve_params
-from tasks.discover import discover
-from tasks.errors import ConfigError
+from tasks.common.config import IngestParams, LoaderOptions, resolve_params
+from tasks.common.errors import ConfigError
+from tasks.discover.files import discover
 
 
 def test_defaults() -> None:

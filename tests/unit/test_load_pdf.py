@@ -10,11 +10,11 @@ import pytest
 from fpdf import FPDF
 from fpdf.enums import EncryptionMethod
 
-from tasks.config import LoaderOptions
-from tasks.documents import Document
+from tasks.common.config import LoaderOptions
+from tasks.common.documents import Document
+from tasks.common.tables import DocumentRow
 from tasks.load import PdfLoader, load_file
 from tasks.load.pdf import PAGE_DELIMITER
-from tasks.tables import DocumentRow
 from tests.load_helpers import bomb_pdf, raw_pdf, write_file
 
 PAGES = [

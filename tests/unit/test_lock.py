@@ -1,4 +1,4 @@
-"""Unit tests for tasks/lock.py: one writer per collection, released even on kill -9."""
+"""Unit tests for tasks/index/lock.py: one writer per collection, released even on kill -9."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.lock import LockTimeout, collection_lock, lock_path
+from tasks.index.lock import LockTimeout, collection_lock, lock_path
 from tests.conftest import REPO
 
 COL = "docflow"
@@ -65,7 +65,7 @@ HOLD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from tasks.lock import collection_lock
+    from tasks.index.lock import collection_lock
     with collection_lock(Path(sys.argv[1]), sys.argv[2], timeout=0):
         print("locked", flush=True)
         time.sleep(60)

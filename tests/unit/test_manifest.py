@@ -1,4 +1,4 @@
-"""Unit tests for tasks/manifest.py: the per-file protocol (begin/commit) and the pointers."""
+"""Unit tests for tasks/index/manifest.py: the per-file protocol (begin/commit) and the pointers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.manifest import FileState, FileUpdate, Manifest, serving_collection
+from tasks.index.manifest import FileState, FileUpdate, Manifest, serving_collection
 
 COL = "docflow"
 ROOT = "/corpus"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks.config import IngestParams
-from tasks.discover import classify, discover, in_scope
-from tasks.errors import ConfigError
-from tasks.manifest import FileState
-from tasks.partitions import partition_dates, partition_params, split_template
+from tasks.common.config import IngestParams
+from tasks.common.errors import ConfigError
+from tasks.discover.files import classify, discover, in_scope
+from tasks.discover.partitions import partition_dates, partition_params, split_template
+from tasks.index.manifest import FileState
 
 DAY = dt.date(2024, 1, 2)
 

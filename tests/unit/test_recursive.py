@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.documents import Document
+from tasks.common.documents import Document
 from tasks.split import RecursiveCharacterTextSplitter
 from tasks.split.base import KeepSeparator
 from tests.conftest import corpus_files

@@ -1,4 +1,4 @@
-"""Unit tests for tasks/retrieval.py: normalisation, fusion, ranking and the Retriever.
+"""Unit tests for tasks/retrieval/ranking.py: normalisation, fusion, ranking and the Retriever.
 
 The Retriever runs over a real embedded Chroma and a real lexical index; its encoder is the
 bag-of-words HashEncoder (the subject here is ranking; the CLI and API tests in
@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.config import QueryParams
-from tasks.documents import Chunk, make_chunk_id
-from tasks.embed import Embedder, register_encoder
-from tasks.errors import ConfigError, StoreError
-from tasks.index import Index
-from tasks.lexical import LexicalIndex
-from tasks.retrieval import (
+from tasks.common.config import QueryParams
+from tasks.common.documents import Chunk, make_chunk_id
+from tasks.common.errors import ConfigError, StoreError
+from tasks.embed.model import Embedder, register_encoder
+from tasks.index.collection import Index
+from tasks.index.lexical import LexicalIndex
+from tasks.retrieval import Retriever
+from tasks.retrieval.ranking import (
     FUSIONS,
     Ranked,
-    Retriever,
     cosine,
     describe_score,
     fuse,

@@ -43,7 +43,7 @@ def test_release_memory_gives_freed_heap_back_to_the_system() -> None:
     out = python(
         """
         import gc
-        from tasks.memory import release_memory
+        from tasks.common.memory import release_memory
 
         def rss_mb():
             with open("/proc/self/statm") as fh:
@@ -65,14 +65,14 @@ def test_release_memory_gives_freed_heap_back_to_the_system() -> None:
 
 @glibc_only
 def test_malloc_arenas_are_capped_unless_the_environment_says_otherwise() -> None:
-    code = "from tasks.memory import limit_malloc_arenas; print(limit_malloc_arenas())"
+    code = "from tasks.common.memory import limit_malloc_arenas; print(limit_malloc_arenas())"
     assert python(code) == "True"
     assert python(code, MALLOC_ARENA_MAX="8") == "False"  # the operator's value rules
 
 
 def test_the_model_warms_up_in_the_background_only_on_a_gpu() -> None:
     from flows.runtime import warm_up_model
-    from tasks import embed
+    from tasks.embed import model as embed
 
     assert warm_up_model("all-MiniLM-L6-v2", "torch", cuda=False) is None
     embed._models.clear()
@@ -121,7 +121,7 @@ def test_a_dask_cluster_without_a_configured_prefect_server_is_refused(
 
     from flows.cli import main
     from flows.runtime import require_server_for_dask
-    from tasks.errors import ConfigError
+    from tasks.common.errors import ConfigError
 
     monkeypatch.delenv("DOCFLOW_DASK_ADDRESS", raising=False)
     with temporary_settings(restore_defaults={PREFECT_API_URL}):

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from flows.cli import cli
-from tasks.config import IngestParams, resolve_params
-from tasks.documents import Document
-from tasks.errors import ConfigError, LLMError
+from tasks.common.config import IngestParams, resolve_params
+from tasks.common.documents import Document
+from tasks.common.errors import ConfigError, LLMError
 from tasks.split.agentic import (
     API_KEY_ENV,
     BASE_URL_ENV,

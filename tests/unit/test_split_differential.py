@@ -1,7 +1,7 @@
 """Differential tests against langchain-text-splitters 1.1.3 for every compatible class.
 
 Real corpora and hypothesis text, several parameter sets. Where docflow deliberately differs
-(README, "Splitters") the comparison leaves that case out and test_split_langchain_wrong.py
+(docs/splitters.md) the comparison leaves that case out and test_split_langchain_wrong.py
 shows the difference.
 """
 
@@ -221,7 +221,7 @@ def test_from_huggingface_tokenizer_matches_langchain(params: dict[str, Any]) ->
         text = read(path)[:30_000]
         expected = theirs.split_text(text)
         if any(len(tokenizer.tokenize(c)) > size for c in expected):
-            continue  # LangChain left a piece over the limit: docflow cuts it (README, 3)
+            continue  # LangChain left a piece over the limit: docflow cuts it (docs/splitters.md)
         assert ours.split_text(text) == expected, path
         compared += 1
     assert compared >= 10
@@ -234,7 +234,7 @@ def single_separators(text: str) -> str:
     """Collapse runs of blank lines and of spaces, and trailing spaces.
 
     With ``keep_separator=False`` LangChain drops the empty pieces between repeated
-    separators and re-joins with one (README, deliberate difference 2); without repeated
+    separators and re-joins with one (docs/splitters.md, deliberate difference 2); without repeated
     separators the two must agree.
     """
     text = re.sub(r"[ \t]+\n", "\n", text.replace("\r\n", "\n"))
@@ -408,7 +408,7 @@ def test_html_header_splitter_matches_langchain(
 
 
 HTML_PAGES = corpus_files("html", ("*.html",))
-# pages whose header paths differ by design (README, deliberate difference 7): headers in
+# pages whose header paths differ by design (docs/splitters.md, deliberate difference 7): headers in
 # nested containers, where LangChain ends a header's scope when its DOM parent closes, and
 # navigation the HTML loader drops
 HTML_NOT_COMPARABLE = (
@@ -447,7 +447,7 @@ def test_html_header_paths_match_langchain_on_real_pages(headers: list[tuple[str
 # leading spaces; each title unique, so no two sections share a header path), text, list
 # items, blank lines; no fences, setext underlines, indented code or front matter, and no
 # header-like line that is not split on (LangChain then moves the section ending in it into
-# the next one: a known difference, see the README)
+# the next one: a known difference, see docs/splitters.md)
 MD_LINES = st.one_of(
     st.sampled_from(["", "", "text here", "more words.", "- item", "1. first"]),
     st.sampled_from(["plain", "a line", "x = 1"]),

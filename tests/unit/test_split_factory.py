@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from flows.cli import main
-from tasks.config import IngestParams, resolve_params
-from tasks.documents import Document
-from tasks.errors import ConfigError
+from tasks.common.config import IngestParams, resolve_params
+from tasks.common.documents import Document
+from tasks.common.errors import ConfigError
+from tasks.common.tables import DocumentRow
 from tasks.split import (
     AutoSplitter,
     CharacterTextSplitter,
@@ -22,7 +23,6 @@ from tasks.split import (
     TokenTextSplitter,
 )
 from tasks.split.factory import SPLITTERS, build_splitter, split_file, split_rows
-from tasks.tables import DocumentRow
 from tests.conftest import SAMPLE
 
 KINDS = {

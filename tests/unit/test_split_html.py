@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.discover import FileRef, file_sha256
-from tasks.documents import Header
+from tasks.common.documents import FileRef, Header, file_sha256
 from tasks.load import load_file
 from tasks.load.html import html_to_text
 from tasks.split import AutoSplitter, HTMLHeaderTextSplitter

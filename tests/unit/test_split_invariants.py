@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.config import IngestParams
-from tasks.documents import Document
+from tasks.common.config import IngestParams
+from tasks.common.documents import Document
 from tasks.split import (
     AutoSplitter,
     CharacterTextSplitter,

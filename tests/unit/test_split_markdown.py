@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.documents import Document, Header
+from tasks.common.documents import Document, Header
 from tasks.split import MarkdownHeaderTextSplitter
 from tasks.split.invariants import check_spans
 from tasks.split.markdown import FALLBACK_OVERLAP, FALLBACK_SIZE

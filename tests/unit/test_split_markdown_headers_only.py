@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.config import IngestParams
-from tasks.documents import Chunk, Document
+from tasks.common.config import IngestParams
+from tasks.common.documents import Chunk, Document
 from tasks.split import AutoSplitter, MarkdownHeaderTextSplitter, Span
 from tasks.split.auto import MARKDOWN_HEADERS
 from tasks.split.base import strip_span

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.cache import EmbeddingCache
-from tasks.config import IngestParams
-from tasks.documents import Document
-from tasks.embed import Embedder, register_encoder
+from tasks.common.config import IngestParams
+from tasks.common.documents import Document
+from tasks.embed.cache import EmbeddingCache
+from tasks.embed.model import Embedder, register_encoder
 from tasks.split import ClusterSemanticChunker, SemanticChunker
 from tasks.split.base import TextSplitter
 from tasks.split.cluster import mean_similarity, segment

@@ -1,4 +1,4 @@
-"""Unit tests for tasks/sqlite.py: damaged files, read-only opens, failed writes."""
+"""Unit tests for tasks/common/sqlite.py: damaged files, read-only opens, failed writes."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks.cache import EmbeddingCache
-from tasks.errors import StateError
-from tasks.lexical import LexicalIndex
-from tasks.manifest import Manifest, serving_collection
-from tasks.sqlite import set_aside
+from tasks.common.errors import StateError
+from tasks.common.sqlite import set_aside
+from tasks.embed.cache import EmbeddingCache
+from tasks.index.lexical import LexicalIndex
+from tasks.index.manifest import Manifest, serving_collection
 
 
 def test_a_garbage_file_is_a_state_error_naming_it_and_its_cure(tmp_path: Path) -> None:

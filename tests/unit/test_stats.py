@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from flows.artifacts import artifact_key, histogram_markdown
-from tasks.documents import Chunk
-from tasks.stats import histogram, run_histogram
-from tasks.tables import chunks_table, part_path, write_atomic
+from tasks.common.documents import Chunk
+from tasks.common.stats import histogram, run_histogram
+from tasks.common.tables import chunks_table, part_path, write_atomic
 
 
 def _chunk(i: int, n: int) -> Chunk:

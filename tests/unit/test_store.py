@@ -1,4 +1,4 @@
-"""Unit tests for tasks/store.py with a real embedded Chroma (PersistentClient) in tmp."""
+"""Unit tests for tasks/index/store.py with a real embedded Chroma (PersistentClient) in tmp."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tasks.documents import Chunk, Header, make_chunk_id
-from tasks.errors import StoreError
-from tasks.store import ChromaStore, flatten_metadata, make_client
+from tasks.common.documents import Chunk, Header, make_chunk_id
+from tasks.common.errors import StoreError
+from tasks.index.store import ChromaStore, flatten_metadata, make_client
 
 DIM = 8
 MODEL = "test-model"
@@ -276,7 +276,7 @@ def test_query_honours_where(store: ChromaStore, where: dict[str, Any], allowed:
 def test_a_given_server_wins_else_the_recorded_one_else_the_embedded_store(
     data_dir: Path,
 ) -> None:
-    from tasks.store import CHROMA_SERVER_FILE, chroma_server, recorded_server
+    from tasks.index.store import CHROMA_SERVER_FILE, chroma_server, recorded_server
 
     assert chroma_server(data_dir, None, 8000) == (None, 8000)  # nothing recorded: embedded
     (data_dir / CHROMA_SERVER_FILE).write_text("10.0.0.7:8123\n", encoding="utf-8")
@@ -287,8 +287,8 @@ def test_a_given_server_wins_else_the_recorded_one_else_the_embedded_store(
 
 
 def test_remembering_a_server_needs_it_to_answer_and_empty_forgets_it(data_dir: Path) -> None:
-    from tasks.errors import StateError
-    from tasks.store import CHROMA_SERVER_FILE, remember_server
+    from tasks.common.errors import StateError
+    from tasks.index.store import CHROMA_SERVER_FILE, remember_server
 
     record = data_dir / CHROMA_SERVER_FILE
     with pytest.raises(StoreError, match="127.0.0.1:9 does not answer"):
@@ -301,7 +301,7 @@ def test_remembering_a_server_needs_it_to_answer_and_empty_forgets_it(data_dir: 
     assert not record.exists()
     record.write_text("garbage", encoding="utf-8")
     with pytest.raises(StateError, match="host:port"):
-        from tasks.store import recorded_server
+        from tasks.index.store import recorded_server
 
         recorded_server(data_dir)
 
@@ -310,3 +310,21 @@ def test_readers_never_create_the_embedded_store(data_dir: Path) -> None:
     with pytest.raises(StoreError, match="no Chroma store"):
         ChromaStore.open(data_dir, "docflow", create=False)
     assert not (data_dir / "chroma").exists()
+
+
+def test_inspect_and_query_create_nothing_in_the_data_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Commands that only read never create a folder (Chroma would make chroma/ on open)."""
+    from flows.cli import main
+
+    missing, empty = tmp_path / "missing", tmp_path / "empty"
+    empty.mkdir()
+    assert main(["inspect", "--data-dir", str(missing)]) == 2
+    assert "does not exist" in capsys.readouterr().err and not missing.exists()
+    assert main(["query", "bees", "--data-dir", str(missing)]) == 2
+    assert not missing.exists()
+    assert main(["inspect", "--data-dir", str(empty), "--json"]) == 0
+    assert '"missing": true' in capsys.readouterr().out
+    assert main(["query", "bees", "--data-dir", str(empty)]) == 2
+    assert list(empty.iterdir()) == []

@@ -1,4 +1,4 @@
-"""Unit tests for tasks/sync.py with a real embedded Chroma, lexical index and manifest.
+"""Unit tests for tasks/index/sync.py with a real embedded Chroma, lexical index and manifest.
 
 The store and the manifest are the subject: vectors are small random unit vectors. Every
 check of the store's ids also checks that the lexical index holds the same ids.
@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tasks.documents import Chunk, Document, make_chunk_id
-from tasks.index import Index
-from tasks.manifest import FileUpdate, Manifest
-from tasks.runs import RunContext
-from tasks.sync import SyncResult, commit_batch, remove_sources
-from tasks.tables import DocumentRow
+from tasks.common.documents import Chunk, Document, make_chunk_id
+from tasks.common.runs import RunContext, SyncResult
+from tasks.common.tables import DocumentRow
+from tasks.index.collection import Index
+from tasks.index.manifest import FileUpdate, Manifest
+from tasks.index.sync import commit_batch, remove_sources
 
 DIM = 8
 MODEL = "test-model"

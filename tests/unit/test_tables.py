@@ -1,4 +1,4 @@
-"""Unit tests for tasks/tables.py: schemas, round trips, atomic parts, dataset reads."""
+"""Unit tests for tasks/common/tables.py: schemas, round trips, atomic parts, dataset reads."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from tasks.documents import Chunk, Document, Header, make_chunk_id
-from tasks.tables import (
+from tasks.common.documents import Chunk, Document, Header, make_chunk_id
+from tasks.common.tables import (
     CHUNKS_SCHEMA,
     DOCUMENTS_SCHEMA,
     TABLES_URL_FILE,
@@ -415,8 +415,8 @@ def test_folded_urls_resolve_like_urls() -> None:
 def test_a_write_that_fails_for_want_of_space_names_the_file(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tasks import failpoints
-    from tasks.errors import StateError
+    from tasks.common import failpoints
+    from tasks.common.errors import StateError
 
     monkeypatch.setenv(failpoints.ENV, "tables:write=enospc@*")
     path = part_path(data_dir, "chunks", RUN_A, 0)
@@ -437,7 +437,7 @@ def test_runs_read_across_records_of_older_and_newer_releases(data_dir: Path) ->
 def test_mark_interrupted_records_dead_running_runs_of_the_collection_only(
     data_dir: Path,
 ) -> None:
-    from tasks.tables import mark_interrupted
+    from tasks.common.tables import mark_interrupted
 
     runs = {
         RUN_A: {"collection": "c", "status": "running", "files_seen": 3},

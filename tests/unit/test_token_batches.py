@@ -1,4 +1,4 @@
-"""Model inputs built by tasks/token_batches.py, and the torch path that feeds on them.
+"""Model inputs built by tasks/embed/batches.py, and the torch path that feeds on them.
 
 The batching functions are checked as properties; the tokenizer and the torch path against
 the real bundled all-MiniLM-L6-v2 (its tokenizer through transformers, ``encode`` itself).
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tasks.embed import DEFAULT_MODEL, Embedder, load_model, resolve_model_path
-from tasks.embed_torch import TorchEncoder, supported, torch_encoder
-from tasks.token_batches import BatchTokenizer, Tokenised, length_batches, padded
+from tasks.embed.batches import BatchTokenizer, Tokenised, length_batches, padded
+from tasks.embed.model import DEFAULT_MODEL, Embedder, load_model, resolve_model_path
+from tasks.embed.torch_path import TorchEncoder, supported, torch_encoder
 
 token_lists = st.lists(st.lists(st.integers(1, 30_000), min_size=1, max_size=40), max_size=60)
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from tasks.config import resolve_params
-from tasks.documents import Chunk, Document, Header, make_chunk_id
+from tasks.common.config import resolve_params
+from tasks.common.documents import Chunk, Document, Header, make_chunk_id
 from tasks.split.factory import split_file
-from tasks.visualize import COLOURS, render_chunks_html, segments
+from tasks.split.visualize import COLOURS, render_chunks_html, segments
 from tests.conftest import SAMPLE
 
 

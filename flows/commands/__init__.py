@@ -1,0 +1,1 @@
+"""The commands of ``docflow``, one module per group (registered by :mod:`flows.cli`)."""

@@ -1,0 +1,122 @@
+"""Whole-collection commands: ``docflow clear``, ``restore`` and ``inspect``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flows.commands.common import (
+    EXIT_USAGE,
+    check_data_dir,
+    collection_options,
+    errors_to_exit_codes,
+    fail,
+    hide_run_failures,
+)
+from tasks.common.errors import ConfigError
+
+
+@click.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--drop-cache", is_flag=True, help="Also delete the embedding cache.")
+@collection_options(tables=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def clear(yes: bool, drop_cache: bool, as_json: bool, **where: Any) -> None:
+    """Drop the collection, its tables and manifest (the embedding cache stays unless asked).
+
+    Example: docflow clear --yes
+    """
+    if not yes:
+        if not sys.stdin.isatty():
+            raise fail("clear needs --yes when there is no terminal to confirm on", EXIT_USAGE)
+        what = "and the embedding cache " if drop_cache else ""
+        click.confirm(
+            f"Drop collection {where['collection']!r}, its tables and manifest {what}under "
+            f"{where['data_dir']}?",
+            abort=True,
+            err=True,
+        )
+    from flows.rebuild import clear_flow
+    from tasks.common.config import ClearParams
+
+    hide_run_failures()
+    with errors_to_exit_codes():
+        check_data_dir(where["data_dir"])
+        result = clear_flow(ClearParams(drop_cache=drop_cache, **where))
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(
+            f"dropped {result['collections'] or 'no collections'}; {result['runs']} runs' tables"
+        )
+
+
+@click.command()
+@collection_options(tables=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def restore(as_json: bool, **where: Any) -> None:
+    """Rebuild the Chroma collection from the Parquet tables alone, with no embedding.
+
+    Example: docflow restore --data-dir data
+    """
+    from flows.rebuild import restore_flow
+    from tasks.common.config import CollectionParams
+
+    hide_run_failures()
+    with errors_to_exit_codes():
+        check_data_dir(where["data_dir"])
+        result = restore_flow(CollectionParams(**where))
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(f"restored {result['chunks']} chunks into {result['physical']}")
+        if result.get("set_aside"):
+            click.echo(f"the damaged manifest was moved to {result['set_aside']}")
+
+
+@click.command()
+@collection_options(tables=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
+def inspect(as_json: bool, **where: Any) -> None:
+    """Show tables (rows, parts, bytes), the collection and the last runs.
+
+    Example: docflow inspect --json
+    """
+    from flows.inspect import inspect_data
+    from tasks.common.tables import use_tables_url
+
+    data_dir = Path(where["data_dir"])
+    with errors_to_exit_codes():
+        check_data_dir(data_dir)
+        if not data_dir.is_dir():  # a reader creates nothing
+            raise ConfigError(f"data dir {data_dir} does not exist: nothing was ingested there")
+        use_tables_url(data_dir, where["tables_url"])
+        info = inspect_data(
+            data_dir, where["collection"], host=where["chroma_host"], port=where["chroma_port"]
+        )
+    if as_json:
+        click.echo(json.dumps(info, ensure_ascii=False, default=str))
+        return
+    click.echo(f"data dir: {info['data_dir']}  tables: {info['tables_url']}")
+    for name, t in info["tables"].items():
+        click.echo(
+            f"  table {name:<11} {t['rows']:>8} rows  {t['parts']:>4} parts  {t['bytes']:>10} bytes"
+        )
+    col = info["collection"]
+    click.echo(
+        f"collection {col['name']} ({col['store']}): {col['count']} chunks, "
+        f"model {col.get('embedding_model')}, "
+        f"lexical index {col.get('lexical_count', 'missing')} chunks"
+    )
+    for run in info["runs"]:
+        click.echo(
+            f"  run {run['run_id']}  {run['collection']}  {run.get('mode', '')}  "
+            f"{run['status']}: {run.get('files_seen', 0)} files, "
+            f"{run.get('chunks_written', 0)} chunks written, {run.get('files_failed', 0)} failed, "
+            f"{len(run.get('warnings') or [])} warnings, {run.get('seconds', 0)} s"
+            + (f"; error: {run['error']}" if run.get("error") else "")
+        )

@@ -1,0 +1,335 @@
+"""Discover: expand include/exclude globs under a source root into fingerprinted files.
+
+Rules: patterns are relative to the root and use ``**`` for any depth (``**/*.md`` also
+matches ``a.md`` at the top); hidden files and folders (a name starting with ``.``) are
+skipped unless asked for; symbolic links are never followed out of the root; files come in
+a stable (sorted) order. A file that cannot be fingerprinted (unreadable, or gone between
+listing and hashing) is still returned, with ``error`` set: it becomes a failed row with
+that reason, reported like any file that fails to load, and the run goes on. Files are then
+grouped into batches by count and bytes, the unit
+of work of every later stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from wcmatch import glob as wglob
+
+from tasks.common.documents import FileRef, file_sha256, unreadable_reason
+from tasks.common.errors import ConfigError
+from tasks.index.manifest import FileState
+
+log = logging.getLogger(__name__)
+
+_GLOB_FLAGS = wglob.GLOBSTAR | wglob.DOTGLOB | wglob.NEGATE
+
+
+def check_glob(pattern: str, option: str = "--include") -> None:
+    """Raise ConfigError for a pattern that cannot mean what it says.
+
+    Glob libraries read a malformed pattern as literal text (``[`` matches a file named
+    "["), so a typo would silently select nothing: an empty pattern, an unclosed ``[`` set
+    (write ``[[]`` for a literal bracket) or a trailing escape is refused.
+    """
+    if not pattern.strip():
+        raise ConfigError(f"{option} pattern is empty")
+    i, depth_start = 0, -1
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            if i == len(pattern) - 1:
+                raise ConfigError(f"invalid {option} pattern {pattern!r}: it ends with '\\'")
+            i += 2
+            continue
+        if char == "[" and depth_start < 0:
+            depth_start = i
+            i += 2 if pattern[i + 1 : i + 2] in ("!", "^") else 1
+            i += 1 if pattern[i : i + 1] == "]" else 0  # "[]]" has "]" as a member
+            continue
+        if char == "]" and depth_start >= 0:
+            depth_start = -1
+        elif char == "/" and depth_start >= 0:
+            break  # a set never spans folders
+        i += 1
+    if depth_start >= 0:
+        raise ConfigError(
+            f"invalid {option} pattern {pattern!r}: '[' at {depth_start} is never closed "
+            "(write '[[]' for a literal '[')"
+        )
+
+
+def unmatched(files: Sequence[FileRef], patterns: Sequence[str]) -> list[str]:
+    """Return the patterns that select none of ``files`` (a typo, or an empty partition)."""
+    sources = [f.source for f in files]
+    return [
+        p for p in patterns if not any(wglob.globmatch(s, p, flags=_GLOB_FLAGS) for s in sources)
+    ]
+
+
+def fingerprint_file(path: Path, root: Path) -> FileRef:
+    """Return the FileRef of one listed file; one that cannot be read gets ``error`` set."""
+    source = path.relative_to(root).as_posix()
+    abspath = os.path.abspath(path)  # through a link: keep the link's name
+    size, mtime = 0, 0.0
+    try:
+        stat = path.stat()
+        size, mtime = stat.st_size, stat.st_mtime
+        return FileRef(abspath, source, size, mtime, file_sha256(path))
+    except OSError as exc:
+        reason = unreadable_reason(exc)
+        log.warning("%s: %s", source, reason)
+        return FileRef(abspath, source, size, mtime, "", error=reason)
+
+
+def _is_hidden(rel: str) -> bool:
+    return any(part.startswith(".") for part in rel.split("/"))
+
+
+def _inside(root: Path, path: Path) -> bool:
+    try:
+        path.resolve().relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def iter_matches(
+    root: Path,
+    include: Sequence[str],
+    exclude: Sequence[str] = (),
+    include_hidden: bool = False,
+) -> Iterator[Path]:
+    """Yield files under ``root`` matching any include and no exclude glob (walk order).
+
+    Symlinked folders are walked only when they resolve inside ``root`` and not to one of
+    their own ancestors (so a link loop ends).
+
+    Raises:
+        ConfigError: If ``root`` is not a folder.
+    """
+    if not root.is_dir():
+        raise ConfigError(f"source folder not found: {root}")
+    real_root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        here = Path(dirpath)
+        parts = here.relative_to(root).parts
+        ancestors = {(root.joinpath(*parts[:i])).resolve() for i in range(len(parts))}
+        if not _inside(real_root, here) or here.resolve() in ancestors:
+            dirnames[:] = []
+            continue
+        if not include_hidden:
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if not include_hidden and _is_hidden(rel):
+                continue
+            if not wglob.globmatch(rel, list(include), flags=_GLOB_FLAGS):
+                continue
+            if exclude and wglob.globmatch(rel, list(exclude), flags=_GLOB_FLAGS):
+                continue
+            if path.is_symlink() and not _inside(real_root, path):
+                log.debug("skipping %s: link points outside the source root", rel)
+                continue
+            if path.is_file():
+                yield path
+
+
+def discover(
+    root: Path,
+    include: Sequence[str],
+    exclude: Sequence[str] = (),
+    include_hidden: bool = False,
+    sample_size: int | None = None,
+) -> list[FileRef]:
+    """Return the matching files with size, mtime and sha256, sorted by source path.
+
+    With ``sample_size``, only the first that many files (in that order) are fingerprinted
+    and returned: a quick trial run. A file that cannot be read or is gone by the time it is
+    hashed is returned with ``error`` set (and ``sha256`` ""), never raised.
+    """
+    paths = sorted(
+        iter_matches(root, include, exclude, include_hidden),
+        key=lambda p: p.relative_to(root).as_posix(),
+    )
+    return [fingerprint_file(path, root) for path in paths[:sample_size]]
+
+
+def plan_batches(files: Sequence[FileRef], max_files: int, max_bytes: int) -> list[list[FileRef]]:
+    """Group files, in order, into batches of at most ``max_files`` and about ``max_bytes``.
+
+    A file larger than ``max_bytes`` gets a batch of its own.
+    """
+    batches: list[list[FileRef]] = []
+    current: list[FileRef] = []
+    size = 0
+    for f in files:
+        if current and (len(current) >= max_files or size + f.size > max_bytes):
+            batches.append(current)
+            current, size = [], 0
+        current.append(f)
+        size += f.size
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """Discovered files compared with the manifest: what a run must do."""
+
+    todo: list[FileRef]  # new, changed, or to retry (pending/failed), in order
+    new: int
+    changed: int
+    unchanged: int
+    deleted: list[str]  # sources in scope that are gone
+    retried: int = 0  # unchanged files whose last attempt failed or was interrupted
+
+
+def in_scope(
+    source: str, include: Sequence[str], exclude: Sequence[str], include_hidden: bool
+) -> bool:
+    """Return whether ``source`` is one the globs select (used to scope deletions)."""
+    if not include_hidden and _is_hidden(source):
+        return False
+    if not wglob.globmatch(source, list(include), flags=_GLOB_FLAGS):
+        return False
+    return not (exclude and wglob.globmatch(source, list(exclude), flags=_GLOB_FLAGS))
+
+
+def classify(
+    files: Sequence[FileRef],
+    known: Mapping[str, FileState],
+    root: str,
+    fingerprint: str,
+    scope: Callable[[str], bool],
+    full_refresh: bool = False,
+) -> Changes:
+    """Compare discovered files with their manifest rows.
+
+    A file is unchanged when its sha256 and content fingerprint match a row whose status
+    is "done". A file whose last attempt failed (bytes as they were then) or was
+    interrupted (a "pending" row: a crashed batch, or chunks the store lost) and that has
+    not changed since is *retried*; one that changed since is changed. A row of the same
+    root that the globs select but that was not discovered is deleted; a file discovered
+    with an ``error`` is always to do (it loads as a failed row, keeping its committed
+    chunks); rows outside the scope (another root, other globs) are left alone, so
+    partitions of one collection can be ingested separately.
+    """
+    todo: list[FileRef] = []
+    new = changed = unchanged = retried = 0
+    for f in files:
+        state = known.get(f.source)
+        if state is None:
+            new += 1
+        elif f.error is not None:
+            changed += 1
+        elif state.status == "failed":
+            if f.sha256 == state.attempt_sha256:
+                retried += 1
+            else:
+                changed += 1
+        elif state.sha256 != f.sha256 or state.fingerprint != fingerprint:
+            changed += 1
+        elif state.status != "done":
+            retried += 1
+        else:
+            unchanged += 1
+            if not full_refresh:
+                continue
+        todo.append(f)
+    seen = {f.source for f in files}
+    deleted = sorted(
+        s for s, state in known.items() if s not in seen and state.root == root and scope(s)
+    )
+    return Changes(todo, new, changed, unchanged, deleted, retried)
+
+
+# --- Prefect edge ---
+from prefect import task  # noqa: E402
+
+from tasks.index.manifest import Manifest  # noqa: E402
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The work of a run: batches of files to process and sources to delete."""
+
+    batches: list[list[FileRef]]
+    files_seen: int
+    new: int
+    changed: int
+    unchanged: int
+    deleted: list[str]
+    retried: int = 0
+    warnings: tuple[str, ...] = ()
+
+
+def missing_source_warning(root: Path) -> str:
+    """Return the warning of a run whose source folder does not exist (nothing deleted)."""
+    return f"source folder {root} does not exist: nothing to ingest, nothing deleted"
+
+
+@task(name="plan")
+def plan_task(
+    source: str,
+    include: list[str],
+    exclude: list[str],
+    include_hidden: bool,
+    batch_files: int,
+    batch_bytes: int,
+    data_dir: str,
+    physical: str,
+    fingerprint: str,
+    full_refresh: bool,
+    sample_size: int | None = None,
+    partition: str | None = None,
+) -> Plan:
+    """Discover the files, compare them with the manifest and batch the work.
+
+    ``include`` empty means every type docflow loads; a pattern the user gave that selects
+    no file is a warning (a typo). A missing source folder, or a missing ``partition``
+    folder under it (a day that has not landed), is a warning too, and the run then plans
+    nothing and deletes nothing. A sample run (``sample_size``) deletes nothing: the files
+    it did not look at are not gone.
+    """
+    from tasks.load import default_includes
+
+    root = Path(source)
+    folder = root / partition if partition else root
+    if not folder.is_dir():
+        return Plan([], 0, 0, 0, 0, [], warnings=(missing_source_warning(folder),))
+    defaults = default_includes()
+    patterns = include or defaults
+    files = discover(root, patterns, exclude, include_hidden, sample_size)
+    given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
+    warnings = tuple(
+        f"--include {p!r} matched no file under {root}" for p in unmatched(files, given)
+    )
+    with Manifest.open(Path(data_dir)) as manifest:
+        known = manifest.files(physical, ids=False)  # the plan needs no chunk ids
+    changes = classify(
+        files,
+        known,
+        str(root.resolve()),
+        fingerprint,
+        lambda s: sample_size is None and in_scope(s, patterns, exclude, include_hidden),
+        full_refresh,
+    )
+    batches = plan_batches(changes.todo, batch_files, batch_bytes)
+    return Plan(
+        batches,
+        len(files),
+        changes.new,
+        changes.changed,
+        changes.unchanged,
+        changes.deleted,
+        changes.retried,
+        warnings,
+    )

@@ -1,0 +1,344 @@
+"""The lexical index: BM25 over the chunks, in SQLite FTS5, beside the vector store.
+
+Chroma ranks by meaning; questions that name a rare term, a figure or a code are often
+answered better by the words themselves. Local Chroma has no sparse index ("Sparse vector
+indexing is not enabled in local"), so docflow keeps its own: one SQLite database per
+physical collection, ``<data_dir>/lexical/<physical>.sqlite``, holding exactly the chunk
+ids the vector store holds (the store stage writes both, in the same crash-safe order; see
+tasks/index/collection.py). SQLite is in the standard library, transactional like the manifest, and
+FTS5 inserts and deletes incrementally and ranks by BM25 (k1 = 1.2, b = 0.75).
+
+What is indexed for a chunk is what the embedding model reads
+(``tasks.common.documents.model_input``: the document's title, description and header
+path, then the chunk text), tokenised by FTS5's ``unicode61`` tokenizer (case and
+diacritics folded) with Porter stemming.
+
+A question becomes its distinct words minus English function words (:data:`STOP_WORDS`:
+"when", "the", "what"... carry no subject, yet in a small collection they are rare
+enough for BM25 to rank by them), OR-ed: BM25 sums the weight of the words a chunk has.
+Scores are *relative*: a chunk's BM25 divided by the best BM25 any chunk could get for
+the question (:meth:`LexicalIndex.best_score`: ``k1 + 1`` times the sum of its words'
+IDF, the limit of many occurrences of every word), so they lie in [0, 1): about 0.45 is
+"every word of the question once, in a chunk of average length". A question of common
+words only, or of words the collection lacks, scores near 0; and a chunk's score does
+not depend on which other chunks a ``where`` filter keeps (IDF is over the whole
+index). Measured on every shared evaluation set, dropping function words helped BM25 on
+each (docs/retrieval.md, "Choosing the default"); Porter stemming beat no stemming on each.
+``where`` filters compare the chunk's flat metadata (the same keys and values Chroma
+stores) for equality.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tasks.common.sqlite import SQLiteFile
+
+#: Folder of the lexical databases inside the data dir.
+LEXICAL_DIR = "lexical"
+SUFFIX = ".sqlite"
+#: Porter stemming over unicode61 (case folding, diacritics removed, Unicode word rules).
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+#: FTS5's BM25 term-frequency saturation (fixed in SQLite; b = 0.75 is the other constant).
+BM25_K1 = 1.2
+#: Ids per ``... IN (...)``: under SQLite's limit on bound variables.
+_IDS_PER_QUERY = 500
+#: Longest file name we give a database (file systems allow 255 bytes).
+_MAX_NAME = 200
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS chunks (
+    id        INTEGER PRIMARY KEY,
+    chunk_id  TEXT NOT NULL UNIQUE,
+    metadata  TEXT NOT NULL
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(body, tokenize = '{TOKENIZER}');
+"""
+
+#: A word of a query, as unicode61 sees words (letters and digits; "_" separates).
+_WORD = re.compile(r"[^\W_]+")
+
+Scalar = str | int | float | bool
+
+#: English function words a question's lexical side ignores (NLTK's English list, which
+#: also holds the contraction pieces "don", "t", "ll"... that :data:`_WORD` splits off).
+STOP_WORDS = frozenset(
+    """
+    a about above after again against ain all am an and any are aren aren't as at be because
+    been before being below between both but by can couldn couldn't d did didn didn't do does
+    doesn doesn't doing don don't down during each few for from further had hadn hadn't has
+    hasn hasn't have haven haven't having he her here hers herself him himself his how i if in
+    into is isn isn't it it's its itself just ll m ma me mightn mightn't more most mustn
+    mustn't my myself needn needn't no nor not now o of off on once only or other our ours
+    ourselves out over own re s same shan shan't she she's should should've shouldn shouldn't
+    so some such t than that that'll the their theirs them themselves then there these they
+    this those through to too under until up ve very was wasn wasn't we were weren weren't
+    what when where which while who whom why will with won won't wouldn wouldn't y you you'd
+    you'll you're you've your yours yourself yourselves
+    """.split()
+)
+
+
+def query_words(text: str, stop_words: bool = True) -> list[str]:
+    """Return the distinct words of ``text``, lower-cased, in order (minus stop words)."""
+    words = dict.fromkeys(w.lower() for w in _WORD.findall(text))
+    return [w for w in words if not (stop_words and w in STOP_WORDS)]
+
+
+def match_expression(words: Sequence[str]) -> str:
+    """Return the FTS5 query for words: each quoted, joined by OR ("" for no word).
+
+    Quoting makes every word a literal (no FTS5 operators or column filters from user
+    text).
+    """
+    return " OR ".join(_quoted(w) for w in words)
+
+
+def _quoted(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+def idf(rows: int, having: int) -> float:
+    """Return FTS5's BM25 weight of a word in ``having`` of ``rows`` chunks.
+
+    ``log((N - n + 0.5) / (n + 0.5))``, and 1e-6 where that is not positive (a word in
+    half the chunks or more), as in SQLite's fts5_aux.c.
+    """
+    weight = math.log((rows - having + 0.5) / (having + 0.5))
+    return weight if weight > 0 else 1e-6
+
+
+def database_name(physical: str) -> str:
+    """Return the file name of a physical collection's database (long names are hashed)."""
+    if len(physical) <= _MAX_NAME:
+        return physical + SUFFIX
+    digest = hashlib.sha256(physical.encode("utf-8")).hexdigest()[:16]
+    return f"{physical[: _MAX_NAME - 17]}-{digest}{SUFFIX}"
+
+
+def database_path(data_dir: Path, physical: str) -> Path:
+    """Return where the lexical index of ``physical`` lives in ``data_dir``."""
+    return data_dir / LEXICAL_DIR / database_name(physical)
+
+
+def _json_path(key: str) -> str:
+    """Return the JSON path of a top-level key, quoted so any key name works."""
+    return '$."' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _chunked(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for lo in range(0, len(items), _IDS_PER_QUERY):
+        yield items[lo : lo + _IDS_PER_QUERY]
+
+
+def _row_ids(db: sqlite3.Connection, chunk_ids: Sequence[str]) -> dict[str, int]:
+    """Return the row id of each of ``chunk_ids`` that the index holds."""
+    found: dict[str, int] = {}
+    for part in _chunked(chunk_ids):
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT chunk_id, id FROM chunks WHERE chunk_id IN ({marks})"
+        found.update(db.execute(sql, tuple(part)).fetchall())
+    return found
+
+
+class LexicalIndex(SQLiteFile):
+    """The BM25 index of one physical collection (open one per use; it is cheap)."""
+
+    SCHEMA = SCHEMA
+
+    @classmethod
+    def open(cls, data_dir: Path, physical: str) -> LexicalIndex:
+        """Open the lexical index of ``physical`` in ``data_dir``, creating it if missing."""
+        return cls(database_path(data_dir, physical))
+
+    def damaged(self, exc: Exception) -> str:
+        """Return the one-line error of an unreadable lexical index, with its cure."""
+        return (
+            f"the lexical index {self.path} is damaged ({exc}): the next docflow ingest "
+            "rebuilds it from the vector store"
+        )
+
+    @staticmethod
+    def exists(data_dir: Path, physical: str) -> bool:
+        """Return whether ``physical`` has a lexical index in ``data_dir``."""
+        return database_path(data_dir, physical).is_file()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def upsert(self, records: Iterable[tuple[str, str, Mapping[str, Scalar]]]) -> int:
+        """Index ``(chunk_id, body, metadata)`` records, replacing those already there.
+
+        One transaction: a crash leaves the index as it was before the call. Rows go in
+        with ``executemany`` (the per-statement cost of Python's sqlite3 is most of the
+        time otherwise); an id already present has its words removed first.
+        """
+        rows = [
+            (chunk_id, body, json.dumps(dict(meta), ensure_ascii=False, sort_keys=True))
+            for chunk_id, body, meta in records
+        ]
+        if not rows:
+            return 0
+        keys = [r[0] for r in rows]
+        with self._transaction() as db:
+            present = _row_ids(db, keys)
+            db.executemany("DELETE FROM terms WHERE rowid = ?", [(i,) for i in present.values()])
+            db.executemany(
+                "INSERT INTO chunks (chunk_id, metadata) VALUES (?, ?) "
+                "ON CONFLICT (chunk_id) DO UPDATE SET metadata = excluded.metadata",
+                [(chunk_id, meta) for chunk_id, _, meta in rows],
+            )
+            ids = _row_ids(db, keys)
+            db.executemany(
+                "INSERT INTO terms (rowid, body) VALUES (?, ?)",
+                [(ids[chunk_id], body) for chunk_id, body, _ in rows],
+            )
+        return len(rows)
+
+    def delete(self, chunk_ids: Iterable[str]) -> int:
+        """Remove chunks by id (ids not present are ignored); return how many were asked."""
+        todo = sorted(set(chunk_ids))
+        with self._transaction() as db:
+            rows = [(i,) for i in _row_ids(db, todo).values()]
+            db.executemany("DELETE FROM terms WHERE rowid = ?", rows)
+            db.executemany("DELETE FROM chunks WHERE id = ?", rows)
+        return len(todo)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def count(self) -> int:
+        """Return the number of indexed chunks."""
+        return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def ids(self) -> set[str]:
+        """Return every indexed chunk id."""
+        return {str(r[0]) for r in self.db.execute("SELECT chunk_id FROM chunks")}
+
+    def search(
+        self,
+        text: str,
+        k: int,
+        where: Mapping[str, Scalar] | None = None,
+        stop_words: bool = True,
+    ) -> dict[str, float]:
+        """Return up to ``k`` chunk ids that share words with ``text``, best first.
+
+        Scores are relative BM25 (see the module docstring), higher is better; chunks
+        without any word of the question are not returned.
+        """
+        return self._scores(text, where, ids=None, limit=k, stop_words=stop_words)
+
+    def scores(
+        self,
+        text: str,
+        chunk_ids: Iterable[str],
+        where: Mapping[str, Scalar] | None = None,
+        stop_words: bool = True,
+    ) -> dict[str, float]:
+        """Return the relative BM25 score of each of ``chunk_ids`` (0.0 without a match).
+
+        Ids not in the index (or filtered out by ``where``) are left out.
+        """
+        wanted = sorted(set(chunk_ids))
+        out: dict[str, float] = {}
+        for part in _chunked(wanted):
+            marks = ",".join("?" * len(part))
+            clause, args = self._where(where)
+            present = self.db.execute(
+                f"SELECT c.chunk_id FROM chunks c WHERE c.chunk_id IN ({marks}){clause}",
+                (*part, *args),
+            ).fetchall()
+            out.update({str(r[0]): 0.0 for r in present})
+            out.update(self._scores(text, where, ids=part, limit=None, stop_words=stop_words))
+        return out
+
+    def best_score(self, text: str, stop_words: bool = True) -> float:
+        """Return the BM25 no chunk reaches for ``text``: ``k1 + 1`` times its words' IDF.
+
+        A word's BM25 term tends to ``(k1 + 1) * IDF`` as it occurs more often; relative
+        scores are divided by this bound. Words no chunk has count with the IDF of a word
+        in no chunk, so a question the collection cannot answer by its words scores low;
+        function words (and words in half the chunks or more) weigh next to nothing.
+        0.0 for a question without words.
+        """
+        words = query_words(text, stop_words)
+        if not words:
+            return 0.0
+        rows = self.count()
+        total = 0.0
+        for word in words:
+            having = self.db.execute(
+                "SELECT count(*) FROM terms WHERE terms MATCH ?", (_quoted(word),)
+            ).fetchone()[0]
+            total += idf(rows, int(having))
+        return (BM25_K1 + 1.0) * total
+
+    def metadata_keys(self) -> list[str]:
+        """Return every metadata key of the indexed chunks, sorted (names a bad filter)."""
+        rows = self.db.execute(
+            "SELECT DISTINCT j.key FROM chunks, json_each(chunks.metadata) AS j ORDER BY 1"
+        )
+        return [str(r[0]) for r in rows]
+
+    def _scores(
+        self,
+        text: str,
+        where: Mapping[str, Scalar] | None,
+        ids: Sequence[str] | None,
+        limit: int | None,
+        stop_words: bool,
+    ) -> dict[str, float]:
+        expression = match_expression(query_words(text, stop_words))
+        if not expression or limit == 0:
+            return {}
+        clause, args = self._where(where)
+        if ids is not None:
+            clause += f" AND c.chunk_id IN ({','.join('?' * len(ids))})"
+            args = (*args, *ids)
+        sql = (
+            "SELECT c.chunk_id, -bm25(terms) AS score FROM terms "
+            f"JOIN chunks c ON c.id = terms.rowid WHERE terms MATCH ?{clause} "
+            "ORDER BY score DESC, c.chunk_id"
+        )
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self.db.execute(sql, (expression, *args)).fetchall()
+        if not rows:
+            return {}
+        best = self.best_score(text, stop_words)
+        return {str(chunk_id): float(score) / best for chunk_id, score in rows}
+
+    @staticmethod
+    def _where(where: Mapping[str, Scalar] | None) -> tuple[str, tuple[Any, ...]]:
+        """Return the SQL (``AND ...``) and arguments of an equality filter on metadata."""
+        clause, args = "", ()  # type: tuple[str, tuple[Any, ...]]
+        for key, value in (where or {}).items():
+            clause += " AND json_extract(c.metadata, ?) = ?"
+            args = (*args, _json_path(key), value)
+        return clause, args
+
+
+def drop(data_dir: Path, physical: str) -> bool:
+    """Delete the lexical index of ``physical`` (its database and WAL files), if any."""
+    path = database_path(data_dir, physical)
+    found = path.exists()
+    for extra in ("", "-wal", "-shm", "-journal"):
+        Path(str(path) + extra).unlink(missing_ok=True)
+    return found
+
+
+def physical_names(data_dir: Path) -> list[str]:
+    """Return the physical collections that have a lexical index in ``data_dir``.
+
+    Hashed long names come back as their file stem (enough to drop them).
+    """
+    folder = data_dir / LEXICAL_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[: -len(SUFFIX)] for p in folder.glob("*" + SUFFIX))

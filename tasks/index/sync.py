@@ -1,0 +1,130 @@
+"""Apply a batch to the store and commit it to the manifest; remove deleted files.
+
+The order is what makes runs crash-safe (see tasks/index/manifest.py): record pending ids →
+upsert the new chunks (vectors, then the lexical index: tasks/index/collection.py) →
+delete the ids no longer produced (from both) → commit the manifest. A file
+that failed to load keeps its last committed chunks (nothing already stored is lost; chunks
+of an interrupted attempt are removed) and is retried next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from tasks.common.documents import Chunk
+from tasks.common.failpoints import failpoint
+from tasks.common.runs import RunContext, SyncResult
+from tasks.common.tables import DocumentRow
+from tasks.index.collection import Index
+from tasks.index.manifest import FileUpdate, Manifest
+
+log = logging.getLogger(__name__)
+
+
+def commit_batch(
+    ctx: RunContext,
+    index: Index,
+    manifest: Manifest,
+    rows: Sequence[DocumentRow],
+    chunks: Sequence[Chunk],
+    vectors: np.ndarray,
+) -> SyncResult:
+    """Upsert a batch's chunks, delete its files' stale chunks, then commit the manifest.
+
+    Only the batch's own manifest rows are read: the work and memory of a batch do not grow
+    with the collection.
+    """
+    known = manifest.files(ctx.physical, sources={r.source for r in rows})
+    new_ids: dict[str, set[str]] = defaultdict(set)
+    for c in chunks:
+        new_ids[c.source].add(c.chunk_id)
+    loaded: dict[str, str] = {}
+    failed: dict[str, tuple[str, str]] = {}  # source -> (error, sha256 of the failed bytes)
+    for r in rows:
+        if r.status == "loaded":
+            loaded[r.source] = r.sha256
+        else:
+            failed[r.source] = (r.error or "failed", r.sha256)
+    done = [
+        FileUpdate(s, ctx.root, sha, ctx.fingerprint, "done", tuple(sorted(new_ids[s])))
+        for s, sha in loaded.items()
+    ]
+    manifest.begin(ctx.physical, ctx.run_id, done)
+    failpoint("store:before-upsert")
+    written = index.upsert(chunks, vectors) if chunks else 0
+    failpoint("store:after-upsert")
+    stale = set().union(*(known[s].stored_ids - new_ids[s] for s in loaded if s in known))
+    # a file that fails now keeps its last committed chunks; ids of an interrupted attempt go
+    for s in failed:
+        if s in known:
+            stale |= set(known[s].pending_ids) - set(known[s].chunk_ids)
+    deleted = index.delete(stale)
+    failpoint("manifest:before-commit")
+    manifest.commit(
+        ctx.physical,
+        ctx.run_id,
+        done,
+        failed=[(s, ctx.root, error, sha) for s, (error, sha) in failed.items()],
+    )
+    failpoint("manifest:after-commit")
+    return SyncResult(written, deleted)
+
+
+def remove_sources(
+    ctx: RunContext, index: Index, manifest: Manifest, sources: Sequence[str]
+) -> SyncResult:
+    """Delete every chunk of deleted files, then forget them in the manifest."""
+    if not sources:
+        return SyncResult(0, 0)
+    known = manifest.files(ctx.physical, sources=sources)
+    ids = set().union(*(known[s].stored_ids for s in sources if s in known))
+    deleted = index.delete(ids)
+    failpoint("delete:before-forget")
+    manifest.forget(ctx.physical, sources)
+    return SyncResult(0, deleted)
+
+
+# --- Prefect edge ---
+from pathlib import Path  # noqa: E402
+
+from prefect import get_run_logger, task  # noqa: E402
+
+from tasks.common.tables import PartRef, read_chunks, read_documents, read_vectors  # noqa: E402
+from tasks.index.store import STORE_RETRIES, retry_transient  # noqa: E402
+
+
+@task(name="store", retry_condition_fn=retry_transient, **STORE_RETRIES)
+def store_task(
+    ctx: RunContext, documents: PartRef, chunks: PartRef, embeddings: PartRef
+) -> SyncResult:
+    """Write a batch into the collection and commit it to the manifest."""
+    started = time.perf_counter()
+    rows = read_documents(Path(documents.path))
+    batch = read_chunks(Path(chunks.path))
+    ids, vectors = (
+        ([], np.zeros((0, 0))) if not embeddings.path else read_vectors(Path(embeddings.path))
+    )
+    if ids != [c.chunk_id for c in batch]:
+        raise RuntimeError(f"embeddings part {embeddings.path} does not match {chunks.path}")
+    read = time.perf_counter()
+    index = Index.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
+    with index, Manifest.open(Path(ctx.data_dir)) as manifest:
+        result = commit_batch(ctx, index, manifest, rows, batch, vectors)
+    get_run_logger().info("stored %d chunks, deleted %d stale", result.written, result.deleted)
+    return replace(result, seconds=time.perf_counter() - read, table_seconds=read - started)
+
+
+@task(name="delete", retry_condition_fn=retry_transient, **STORE_RETRIES)
+def delete_task(ctx: RunContext, sources: list[str]) -> SyncResult:
+    """Remove deleted files from the collection and the manifest."""
+    index = Index.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
+    with index, Manifest.open(Path(ctx.data_dir)) as manifest:
+        result = remove_sources(ctx, index, manifest, sources)
+    get_run_logger().info("%d files deleted: %d chunks removed", len(sources), result.deleted)
+    return result

@@ -1,0 +1,89 @@
+"""Crash safety: a real ``kill -9`` at each step of a batch, then a rerun equals a fresh ingest.
+
+Each crash is a subprocess killed at a named failpoint (tasks/common/failpoints.py) in the
+middle of a ``--full-refresh`` over an edited corpus; the rerun must leave exactly what a
+from-scratch ingest of the edited corpus stores (in the vector store and the lexical index,
+see tests/index_state.py), and restoring the files must give back the original index.
+Real Prefect (the session harness; subprocesses use its server), Chroma, model and files.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flows.ingest import ingest
+from tasks.common.config import IngestParams
+from tests.cli_subprocess import docflow
+from tests.conftest import SAMPLE
+from tests.index_state import manifest_ids, snapshot
+
+
+def params(source: Path, data_dir: Path) -> IngestParams:
+    return IngestParams(source=str(source), data_dir=str(data_dir), batch_files=3)
+
+
+def edit(corpus: Path) -> str:
+    """Edit the corpus as every scenario does; return the changed file's original text."""
+    original = (corpus / "swarm-management.md").read_text(encoding="utf-8")
+    (corpus / "swarm-management.md").write_text(
+        original + "\n\nA late swarm note.\n", encoding="utf-8"
+    )
+    (corpus / "bee-diseases.md").unlink()
+    shutil.copy(SAMPLE / "bee-diseases.md", corpus / "diseases.md")
+    return original
+
+
+@pytest.fixture(scope="module")
+def edited_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """What a from-scratch ingest of the edited corpus stores (shared by every scenario)."""
+    root = tmp_path_factory.mktemp("edited")
+    corpus = Path(shutil.copytree(SAMPLE, root / "src"))
+    edit(corpus)
+    ingest(params(corpus, root / "data"))
+    return snapshot(root / "data")
+
+
+@pytest.fixture(scope="module")
+def reference(sample_template: tuple[Path, Path]) -> dict[str, str]:
+    """What a from-scratch ingest of the unmodified sample corpus stores."""
+    return snapshot(sample_template[1])
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        "load:after-file@5",  # during load of the second batch
+        "embed:after-encode@2",  # during embedding
+        "store:before-upsert@2",  # during store, before anything of batch 2 is written
+        "lexical:before-upsert@2",  # vectors written, the lexical index not yet
+        "store:after-upsert@2",  # chunks written, stale not deleted, manifest not committed
+        "manifest:before-commit@3",  # stale chunks deleted, manifest not committed
+        "manifest:after-commit@2",  # between two batches
+    ],
+)
+def test_kill_9_then_rerun_equals_from_scratch(
+    point: str,
+    ingested: tuple[Path, Path],
+    reference: dict[str, str],
+    edited_reference: dict[str, str],
+) -> None:
+    # after a first complete run, edits, so the crashed run has stale chunks to replace
+    corpus, data_dir = ingested
+    original = edit(corpus)
+
+    # --full-refresh: every file is reprocessed, so the crash lands in the middle of the work
+    args = ["ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--full-refresh"]
+    crashed = docflow(*args, env={"DOCFLOW_FAILPOINT": point, "DOCFLOW_BATCH_FILES": "3"})
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+
+    ingest(params(corpus, data_dir))  # the rerun finishes the job
+    assert snapshot(data_dir) == edited_reference
+    assert manifest_ids(data_dir) == set(edited_reference)
+    # and restoring the edited files gives back exactly the reference index
+    (corpus / "swarm-management.md").write_text(original, encoding="utf-8")
+    (corpus / "diseases.md").rename(corpus / "bee-diseases.md")
+    ingest(params(corpus, data_dir))
+    assert snapshot(data_dir) == reference
