@@ -27,23 +27,6 @@ def prefect_server() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="session")
-def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir holding the README's sample corpus (data/raw) as collection 'docflow'.
-
-    One ingest with the real model, shared by every test that only reads it (queries,
-    inspect): a test that writes makes its own copy.
-    """
-    from flows.ingest import ingest
-    from tasks.common.config import IngestParams
-
-    data_dir = tmp_path_factory.mktemp("sample") / "data"
-    summary = ingest(IngestParams(source=str(SAMPLE), data_dir=str(data_dir)))
-    assert summary["files_seen"] == 12 and summary["files_failed"] == 0
-    assert summary["chunks_written"] > 50
-    return data_dir
-
-
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     """A writable copy of the sample corpus (12 files)."""
@@ -61,6 +44,16 @@ def sample_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
     shutil.copytree(SAMPLE, source)
     ingest(IngestParams(source=str(source), data_dir=str(data_dir), batch_files=3))
     return source, data_dir
+
+
+@pytest.fixture(scope="session")
+def sample_index(sample_template: tuple[Path, Path]) -> Path:
+    """A data dir holding the README's sample corpus (data/raw) as collection 'docflow'.
+
+    The session's one real-model ingest of it (the template), shared by every test that
+    only reads it (queries, inspect): a test that writes makes its own copy.
+    """
+    return sample_template[1]
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ def from_scratch(corpus: Path, tmp_path: Path) -> dict[str, str]:
 
 
 def test_a_file_read_mid_rewrite_is_indexed_as_read_then_read_again(
-    corpus: Path, tmp_path: Path
+    corpus: Path, tmp_path: Path, sample_index: Path
 ) -> None:
     """Planning hashes the whole file; the loader then reads it half-rewritten (a hook)."""
     data_dir = tmp_path / "data"
@@ -68,7 +68,7 @@ def test_a_file_read_mid_rewrite_is_indexed_as_read_then_read_again(
     second = ingest(params(corpus, data_dir))
     assert (second["files_changed"], second["files_unchanged"]) == (1, 11)
     assert second["files_changed_during_run"] == 0
-    assert snapshot(data_dir) == from_scratch(corpus, tmp_path)
+    assert snapshot(data_dir) == snapshot(sample_index)  # from scratch: the same files
 
 
 # --- 2. manifest lost ---------------------------------------------------------------------
@@ -112,20 +112,21 @@ def test_lost_manifest_and_tables_make_the_run_refuse_in_one_line(
 # --- 3. Chroma data lost or stray ---------------------------------------------------------
 
 
-def test_lost_chroma_folder_is_reindexed_without_embedding(corpus: Path, tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    first = ingest(params(corpus, data_dir))
+def test_lost_chroma_folder_is_reindexed_without_embedding(
+    ingested: tuple[Path, Path], sample_index: Path
+) -> None:
+    corpus, data_dir = ingested
     shutil.rmtree(data_dir / "chroma")
 
     summary = ingest(params(corpus, data_dir))
 
     assert any("the store lacks" in w and "12 files" in w for w in summary["warnings"])
-    assert summary["chunks_written"] == first["chunks_written"]
+    assert summary["chunks_written"] == len(snapshot(sample_index))
     assert summary["chunks_embedded"] == 0  # every vector from the embedding cache
-    assert snapshot(data_dir) == from_scratch(corpus, tmp_path)
+    assert snapshot(data_dir) == snapshot(sample_index)  # from scratch: the same files
 
 
-def test_chunks_no_file_claims_are_deleted(ingested: tuple[Path, Path], tmp_path: Path) -> None:
+def test_chunks_no_file_claims_are_deleted(ingested: tuple[Path, Path], sample_index: Path) -> None:
     corpus, data_dir = ingested
     store = ChromaStore.open(data_dir, "docflow")
     got = store.collection().get(limit=1, include=["embeddings", "documents", "metadatas"])
@@ -139,7 +140,7 @@ def test_chunks_no_file_claims_are_deleted(ingested: tuple[Path, Path], tmp_path
     summary = ingest(params(corpus, data_dir))
 
     assert any("1 chunks no file claims: deleted" in w for w in summary["warnings"])
-    assert snapshot(data_dir) == from_scratch(corpus, tmp_path)
+    assert snapshot(data_dir) == snapshot(sample_index)  # from scratch: the same files
 
 
 # --- 4. a damaged manifest ----------------------------------------------------------------
@@ -196,7 +197,7 @@ def test_damaged_manifest_query_answers_restore_recovers(
 
 
 def test_a_failure_handler_that_could_not_record_the_end_is_marked_interrupted(
-    corpus: Path, tmp_path: Path
+    corpus: Path, tmp_path: Path, sample_index: Path
 ) -> None:
     """From the 3rd table write on the disk is full: batch parts, then the failed-run record."""
     data_dir = tmp_path / "data"
@@ -218,7 +219,7 @@ def test_a_failure_handler_that_could_not_record_the_end_is_marked_interrupted(
     assert any(runs[0]["run_id"] in w and "interrupted" in w for w in summary["warnings"])
     statuses = {r["run_id"]: r["status"] for r in read_table(data_dir, "runs").to_pylist()}
     assert statuses == {runs[0]["run_id"]: "interrupted", summary["run_id"]: "completed"}
-    assert snapshot(data_dir) == from_scratch(corpus, tmp_path)
+    assert snapshot(data_dir) == snapshot(sample_index)  # from scratch: the same files
 
 
 @pytest.fixture
