@@ -13,13 +13,16 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
+from flows.cli import main
 from flows.ingest import ingest
+from tasks.common import failpoints
 from tasks.common.config import IngestParams
 from tasks.common.tables import read_table
 from tests import docs
@@ -115,7 +118,7 @@ def test_an_error_inside_a_run_is_one_line_and_its_logs_keep_the_traceback(
 
 
 def test_a_glob_that_matches_nothing_is_a_warning_and_strict_exits_3(
-    corpus: Path, tmp_path: Path
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["ingest", "--source", str(corpus), "--data-dir", str(tmp_path / "d")]
     proc = docflow(*base, "--include", "**/*.nomatch", "--json")
@@ -124,12 +127,14 @@ def test_a_glob_that_matches_nothing_is_a_warning_and_strict_exits_3(
     assert summary["files_seen"] == 0
     assert summary["warnings"] == [f"--include '**/*.nomatch' matched no file under {corpus}"]
     assert "WARNING" in proc.stderr and "matched no file" in proc.stderr  # the run's log
-    proc = docflow(*base, "--include", "**/*.nomatch", "--include", "**/*.md", "--strict")
-    assert proc.returncode == 3
-    assert "warning  --include '**/*.nomatch' matched no file" in proc.stdout
+    # with files that do match (two), --strict turns the warning into exit code 3
+    assert main([*base, "--include", "**/*.nomatch", "--include", "seasons/*.md", "--strict"]) == 3
+    assert "warning  --include '**/*.nomatch' matched no file" in capsys.readouterr().out
 
 
-def test_a_missing_partition_is_a_warning_and_deletes_nothing(tmp_path: Path) -> None:
+def test_a_missing_partition_is_a_warning_and_deletes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     work = tmp_path / "work"
     shutil.copytree(REPO / "data" / "landing", work / "data" / "landing")
     template = ["--source-template", "data/landing/{date:%Y-%m-%d}/", "--collection", "land"]
@@ -141,10 +146,11 @@ def test_a_missing_partition_is_a_warning_and_deletes_nothing(tmp_path: Path) ->
         "source folder data/landing/2024-01-03 does not exist: nothing to ingest, nothing deleted"
     ]
     assert rows["2024-01-01"]["chunks_written"] > 0 and not rows["2024-01-01"]["warnings"]
-    proc = docflow(*args[:-1], "--strict", cwd=work)
-    assert proc.returncode == 3
-    proc = docflow("query", "oxalic acid", "--data-dir", "data", "--collection", "land", cwd=work)
-    assert "2024-01-01/treatment-log.md" in proc.stdout  # nothing was deleted
+    monkeypatch.chdir(work)  # the same commands in the same folder, in this process
+    assert main([*args[:-1], "--strict"]) == 3
+    capsys.readouterr()
+    assert main(["query", "oxalic acid", "--data-dir", "data", "--collection", "land"]) == 0
+    assert "2024-01-01/treatment-log.md" in capsys.readouterr().out  # nothing was deleted
 
 
 # --- runs that explain themselves ---------------------------------------------------------
@@ -202,20 +208,23 @@ def test_previously_failed_files_are_retried_not_changed(corpus: Path, tmp_path:
 
 
 def test_inspect_filters_by_collection_shows_status_and_decodes_json(
-    corpus: Path, tmp_path: Path
+    corpus: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     data_dir = tmp_path / "d"
     ingest(IngestParams(source=str(corpus), data_dir=str(data_dir), collection="one"))
     ingest(IngestParams(source=str(corpus), data_dir=str(data_dir), collection="two"))
-    env = {"DOCFLOW_FAILPOINT": "embed:after-encode=raise"}
-    proc = docflow(
-        "ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--collection", "one",
-        "--full-refresh", env=env,
-    )  # fmt: skip
-    assert proc.returncode == 1
+    monkeypatch.setattr(failpoints, "_hits", Counter())
+    monkeypatch.setenv(failpoints.ENV, "embed:after-encode=raise")
+    one = ["--data-dir", str(data_dir), "--collection", "one"]
+    assert main(["ingest", "--source", str(corpus), *one, "--full-refresh"]) == 1
+    monkeypatch.delenv(failpoints.ENV)
+    capsys.readouterr()
 
-    proc = docflow("inspect", "--data-dir", str(data_dir), "--collection", "one", "--json")
-    info = json.loads(proc.stdout)
+    assert main(["inspect", *one, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
     assert {r["collection"] for r in info["runs"]} == {"one"} and len(info["runs"]) == 2
     latest = info["runs"][0]
     assert latest["status"] == "failed" and "embed:after-encode" in latest["error"]
@@ -223,7 +232,8 @@ def test_inspect_filters_by_collection_shows_status_and_decodes_json(
         assert isinstance(run["stage_seconds"], dict)
         assert isinstance(run["failures"], list) and isinstance(run["warnings"], list)
 
-    text = docflow("inspect", "--data-dir", str(data_dir), "--collection", "one").stdout
+    assert main(["inspect", *one]) == 0
+    text = capsys.readouterr().out
     run_lines = [line for line in text.splitlines() if line.startswith("  run ")]
     assert len(run_lines) == 2 and all(" one " in line for line in run_lines)
     assert " failed: " in run_lines[0] and "error: " in run_lines[0]

@@ -51,7 +51,12 @@ def stored(data_dir: Path) -> dict[str, Any]:
 
 
 def test_the_index_is_the_same_with_any_number_of_workers(tmp_path: Path) -> None:
-    source = CORPORA / "markdown" if (CORPORA / "markdown").exists() else SAMPLE
+    """A slice of the shared Markdown corpus (its largest folder and its defective file)."""
+    source = SAMPLE
+    if (CORPORA / "markdown").exists():
+        source = tmp_path / "src"
+        for folder in ("prefect-docs/concepts", "bad"):
+            shutil.copytree(CORPORA / "markdown" / folder, source / folder)
     runs = {}
     for workers in (0, 1, 2):
         data_dir = tmp_path / f"w{workers}"
