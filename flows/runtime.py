@@ -32,6 +32,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from tasks.common.config import IngestParams
 from tasks.common.errors import ConfigError
 from tasks.discover.partitions import partition_params
+from tasks.embed.model import cuda_likely
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +85,6 @@ def refuse_unguarded_main(workers: int) -> None:
                 )
             return
         frame = frame.f_back  # type: ignore[assignment]
-
-
-def cuda_likely() -> bool:
-    """Return whether an NVIDIA GPU seems present, without importing torch (cheap)."""
-    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
 
 
 def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threading.Thread | None:

@@ -94,8 +94,19 @@ def check_model_available(name: str) -> None:
     )
 
 
+def cuda_likely() -> bool:
+    """Return whether an NVIDIA GPU seems present, without importing torch (cheap)."""
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
+
+
 def default_device() -> str:
-    """Return "cuda" when a CUDA device is present, else "cpu"."""
+    """Return "cuda" when a CUDA device is present, else "cpu".
+
+    Without an NVIDIA driver there is no CUDA device: torch is not imported to say so
+    (1.2 s of a cold query or CLI run on a CPU, where the ONNX backend needs no torch).
+    """
+    if not cuda_likely():
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

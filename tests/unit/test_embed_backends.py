@@ -209,3 +209,43 @@ def test_unsupported_model_layouts_are_not_exportable(tmp_path: Path) -> None:
     (tmp_path / "1_Pooling").mkdir()
     (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
     assert not onnx_exportable(str(tmp_path))  # a Dense layer
+
+
+def test_the_onnx_path_reads_its_tokenizer_file_as_transformers_would(model_cache: Path) -> None:
+    """Same token ids, hence the same vectors, without importing transformers (or torch)."""
+    from transformers import AutoTokenizer
+
+    from tasks.embed.backends import OnnxEncoder, TokenizerFile
+    from tasks.embed.batches import BatchTokenizer
+
+    folder = export_onnx(resolve_model_path(DEFAULT_MODEL), "onnx", cache_dir=model_cache)
+    light = TokenizerFile.read(folder)
+    assert light is not None
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    assert light.pad_token_id == hf.pad_token_id
+    ours, theirs = BatchTokenizer(light, 256)(TEXTS), BatchTokenizer(hf, 256)(TEXTS)
+    assert (ours.ids, ours.type_ids, ours.pad_id) == (theirs.ids, theirs.type_ids, theirs.pad_id)
+    encoder = OnnxEncoder(folder)
+    reference = OnnxEncoder(folder)
+    reference.tokens = BatchTokenizer(hf, int(reference.meta["max_seq_length"]))
+    assert np.array_equal(encoder.encode(TEXTS), reference.encode(TEXTS))
+    assert TokenizerFile.read(folder / "missing") is None
+
+
+def test_a_cold_cpu_embed_imports_neither_torch_nor_transformers(model_cache: Path) -> None:
+    """What a cold ``docflow query`` pays on a CPU: ONNX Runtime and tokenizers only."""
+    code = (
+        "import sys\n"
+        "from tasks.embed.model import Embedder\n"
+        "assert Embedder('all-MiniLM-L6-v2').embed(['when do bees swarm?']).shape == (1, 384)\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DOCFLOW_MODEL_CACHE": str(model_cache)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
