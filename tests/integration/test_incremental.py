@@ -39,9 +39,9 @@ def params(source: Path, data_dir: Path, **kw: object) -> IngestParams:
     return IngestParams(source=str(source), data_dir=str(data_dir), batch_files=3, **kw)  # type: ignore[arg-type]
 
 
-def test_unchanged_rerun_loads_splits_and_embeds_nothing(corpus: Path, tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    first = ingest(params(corpus, data_dir))
+def test_unchanged_rerun_loads_splits_and_embeds_nothing(ingested: tuple[Path, Path]) -> None:
+    corpus, data_dir = ingested
+    [first] = read_table(data_dir, "runs").to_pylist()  # the first complete run's record
     parts_before = read_table(data_dir, "documents").num_rows
     second = ingest(params(corpus, data_dir))
     assert first["files_new"] == 12 and first["chunks_embedded"] == first["chunks_written"] > 0
@@ -122,14 +122,13 @@ def test_failed_reingest_keeps_serving_the_old_version(
 
 
 def test_model_change_is_refused_then_reingest_switches(
-    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ingested: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tasks.embed.model import register_encoder
     from tests.fake_encoder import HashEncoder
 
     register_encoder("hash-test-64", lambda: HashEncoder(64))
-    data_dir = tmp_path / "data"
-    ingest(params(corpus, data_dir))
+    corpus, data_dir = ingested
     code = main(
         ["ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--model", "hash-test-64"]
     )

@@ -252,10 +252,10 @@ def _fill(disk: Path) -> Path:
 
 
 def test_a_full_disk_fails_in_one_line_and_the_next_run_converges(
-    small_disk: Path, corpus: Path, tmp_path: Path
+    small_disk: Path, ingested: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    data_dir = small_disk / "data"
-    ingest(params(corpus, data_dir))
+    corpus, ingested_dir = ingested  # a first complete run, moved onto the small disk
+    data_dir = Path(shutil.copytree(ingested_dir, small_disk / "data"))
     (corpus / "queen-rearing.md").write_text(
         (corpus / "queen-rearing.md").read_text("utf-8") + "\n\n## Notes\n\nMark her.\n", "utf-8"
     )
