@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 
@@ -49,3 +51,25 @@ def one_error_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str
     for needle in needles:
         assert needle in errors[0], errors[0]
     return errors[0]
+
+
+def in_process(
+    capsys: pytest.CaptureFixture[str],
+    *args: str,
+    env: dict[str, str] | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``docflow ARGS`` in this process; return it as :func:`docflow` does.
+
+    For errors a command reports before any flow starts: the same exit code and the same
+    lines on stdout and stderr as a new process, without paying for one.
+    """
+    from flows.cli import main
+
+    for key, value in (env or {}).items():
+        assert monkeypatch is not None, "env needs monkeypatch"
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["docflow", *args], code, out, err)

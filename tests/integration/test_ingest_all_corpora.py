@@ -1,8 +1,9 @@
 """Ingest the whole ../shared/corpora tree (every format, defective files included).
 
 The subject is loading, so embedding uses a fast deterministic hashing encoder
-("fake-hash-64") instead of the real model; everything else is real: the Prefect flow,
-the load worker processes, the splitter, the tables and Chroma.
+("fake-hash-64") instead of the real model, and chunks are large (4,000 characters: a
+quarter of the rows to split and store); everything else is real: the Prefect flow, the
+load worker processes, the splitter, the tables and Chroma.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, An
     register_encoder(FAKE_MODEL, HashEncoder)
     data_dir = tmp_path_factory.mktemp("corpora") / "data"
     params = IngestParams(
-        source=str(source), data_dir=str(data_dir), model=FAKE_MODEL, collection="all-corpora"
+        source=str(source),
+        data_dir=str(data_dir),
+        model=FAKE_MODEL,
+        collection="all-corpora",
+        chunk_size=4000,
+        chunk_overlap=0,
+        length_unit="chars",
     )
     try:
         yield ingest(params), data_dir

@@ -1,8 +1,10 @@
 """What an operator sees: one-line errors, no silent no-ops, runs that explain themselves.
 
-Errors run the real CLI in a subprocess and check the exit code, the one ``docflow:
-error:`` line and that no traceback (nor Prefect failure report) reaches the terminal. Run
-logs are read back from the Prefect API. Real Prefect, Chroma, model and files.
+Errors check the exit code, the one ``docflow: error:`` line and that no traceback (nor
+Prefect failure report) reaches the terminal: usage errors, found before any flow starts,
+run the real CLI in this process; an error inside a run, whose terminal output Prefect's
+logging shapes, runs it in a subprocess. Run logs are read back from the Prefect API. Real
+Prefect, Chroma, model and files.
 """
 
 from __future__ import annotations
@@ -26,21 +28,30 @@ from tasks.common import failpoints
 from tasks.common.config import IngestParams
 from tasks.common.tables import read_table
 from tests import docs
-from tests.cli_subprocess import docflow, one_error_line
+from tests.cli_subprocess import docflow, in_process, one_error_line
 from tests.conftest import REPO
 
 # --- errors: one line, the documented exit code, no traceback ------------------------------
 
 
-def test_a_model_that_is_not_on_this_machine(tmp_path: Path) -> None:
-    proc = docflow("ingest", "--data-dir", str(tmp_path / "d"), "--model", "nonexistent-model")
+def test_a_model_that_is_not_on_this_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = in_process(
+        capsys, "ingest", "--data-dir", str(tmp_path / "d"), "--model", "nonexistent-model"
+    )
     assert proc.returncode == 2
     one_error_line(proc, "model 'nonexistent-model' not found locally", "Hugging Face cache")
 
 
-def test_the_agentic_splitter_without_an_endpoint_fails_before_any_flow(tmp_path: Path) -> None:
+def test_the_agentic_splitter_without_an_endpoint_fails_before_any_flow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = {"DOCFLOW_LLM_BASE_URL": "", "OPENAI_BASE_URL": ""}
-    proc = docflow("ingest", "--data-dir", str(tmp_path / "d"), "--splitter", "agentic", env=env)
+    proc = in_process(
+        capsys, "ingest", "--data-dir", str(tmp_path / "d"), "--splitter", "agentic", env=env,
+        monkeypatch=monkeypatch,
+    )  # fmt: skip
     assert proc.returncode == 2
     one_error_line(proc, "agentic splitter needs an OpenAI-compatible endpoint")
     assert "Flow run" not in proc.stderr  # no flow was started
@@ -48,17 +59,22 @@ def test_the_agentic_splitter_without_an_endpoint_fails_before_any_flow(tmp_path
 
 
 @pytest.mark.parametrize("command", ["ingest", "query", "inspect"])
-def test_a_data_dir_that_is_a_file(command: str, tmp_path: Path) -> None:
+def test_a_data_dir_that_is_a_file(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     afile = tmp_path / "not-a-folder"
     afile.write_text("x", encoding="utf-8")
     args = ["question"] if command == "query" else []
-    proc = docflow(command, *args, "--data-dir", str(afile))
+    proc = in_process(capsys, command, *args, "--data-dir", str(afile))
     assert proc.returncode == 2
     one_error_line(proc, f"--data-dir {afile} is a file, not a folder")
 
 
-def test_a_backfill_that_ends_before_it_starts(tmp_path: Path) -> None:
-    proc = docflow(
+def test_a_backfill_that_ends_before_it_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = in_process(
+        capsys,
         "backfill",
         "--source-template",
         "data/landing/{date:%Y-%m-%d}/",
@@ -73,24 +89,32 @@ def test_a_backfill_that_ends_before_it_starts(tmp_path: Path) -> None:
     one_error_line(proc, "end 2024-01-01 is before start 2024-01-05")
 
 
-def test_a_query_of_a_missing_collection_names_those_that_exist(sample_index: Path) -> None:
-    proc = docflow("query", "hello", "--data-dir", str(sample_index), "--collection", "nope")
+def test_a_query_of_a_missing_collection_names_those_that_exist(
+    sample_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = in_process(
+        capsys, "query", "hello", "--data-dir", str(sample_index), "--collection", "nope"
+    )
     assert proc.returncode == 2
     one_error_line(proc, "collection 'nope' not found", "it has docflow")
 
 
-def test_an_unknown_setting_suggests_the_known_one(tmp_path: Path) -> None:
+def test_an_unknown_setting_suggests_the_known_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "docflow.toml"
     config.write_text("[ingest]\nchunk_sise = 300\n", encoding="utf-8")
-    proc = docflow("ingest", "--config", str(config), "--data-dir", str(tmp_path / "d"))
+    proc = in_process(capsys, "ingest", "--config", str(config), "--data-dir", str(tmp_path / "d"))
     assert proc.returncode == 2
     line = one_error_line(proc)
     assert line == "docflow: error: unknown setting 'chunk_sise' (did you mean 'chunk_size'?)"
 
 
 @pytest.mark.parametrize("pattern", ["[", "docs/[a-z.md", "notes\\"])
-def test_an_invalid_glob_is_a_usage_error(pattern: str, tmp_path: Path) -> None:
-    proc = docflow("ingest", "--data-dir", str(tmp_path / "d"), "--include", pattern)
+def test_an_invalid_glob_is_a_usage_error(
+    pattern: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    proc = in_process(capsys, "ingest", "--data-dir", str(tmp_path / "d"), "--include", pattern)
     assert proc.returncode == 2
     one_error_line(proc, "invalid --include pattern")
 

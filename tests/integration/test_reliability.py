@@ -23,7 +23,7 @@ from tasks.common.config import IngestParams
 from tasks.common.tables import read_table
 from tasks.index.manifest import Manifest, serving_collection
 from tasks.index.store import ChromaStore
-from tests.cli_subprocess import docflow, one_error_line
+from tests.cli_subprocess import docflow, in_process, one_error_line
 from tests.index_state import snapshot
 
 TORN = "swarm-management.md"
@@ -157,7 +157,10 @@ def _truncated(path: Path) -> None:
 
 @pytest.mark.parametrize("damage", [_garbage, _truncated], ids=["garbage", "truncated"])
 def test_damaged_manifest_query_answers_restore_recovers(
-    damage: object, ingested: tuple[Path, Path], tmp_path: Path
+    damage: object,
+    ingested: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     corpus, data_dir = ingested
     (corpus / "queen-rearing.md").write_text("# Queens\n\nA short replacement.\n", "utf-8")
@@ -173,7 +176,7 @@ def test_damaged_manifest_query_answers_restore_recovers(
     proc = docflow("ingest", "--source", str(corpus), *base)
     assert proc.returncode == 1
     one_error_line(proc, str(data_dir / "state.db"), "docflow restore")
-    proc = docflow("inspect", *base)
+    proc = in_process(capsys, "inspect", *base)
     assert proc.returncode == 1
     one_error_line(proc, "state.db", "docflow restore")
 
@@ -183,7 +186,7 @@ def test_damaged_manifest_query_answers_restore_recovers(
     assert hits and all(h["chunk_id"] in before for h in hits)
     assert f"answering from {serving}" in proc.stderr and "Traceback" not in proc.stderr
 
-    proc = docflow("restore", *base, "--json")
+    proc = in_process(capsys, "restore", *base, "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["set_aside"]
     assert len(list(data_dir.glob("state.db.corrupt-*"))) == 1
@@ -252,10 +255,10 @@ def _fill(disk: Path) -> Path:
 
 
 def test_a_full_disk_fails_in_one_line_and_the_next_run_converges(
-    small_disk: Path, ingested: tuple[Path, Path], tmp_path: Path
+    small_disk: Path, corpus: Path, tmp_path: Path
 ) -> None:
-    corpus, ingested_dir = ingested  # a first complete run, moved onto the small disk
-    data_dir = Path(shutil.copytree(ingested_dir, small_disk / "data"))
+    data_dir = small_disk / "data"
+    ingest(params(corpus, data_dir))  # the run itself: Chroma's files as a run leaves them
     (corpus / "queen-rearing.md").write_text(
         (corpus / "queen-rearing.md").read_text("utf-8") + "\n\n## Notes\n\nMark her.\n", "utf-8"
     )
