@@ -11,6 +11,10 @@ from hypothesis import settings
 from flows.env import apply_defaults
 
 apply_defaults()  # offline model loading, no telemetry, quiet Prefect: before any import of them
+# Tests wait for what runs send in the background (logs, events): ship and persist them
+# sooner than a production server need (these reach the test servers through the env too).
+os.environ.setdefault("PREFECT_LOGGING_TO_API_BATCH_INTERVAL", "0.5")
+os.environ.setdefault("PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL", "0.5")
 
 # Property tests draw new examples on every run at a desk (that is how they find bugs). CI
 # (`.ci/run` sets HYPOTHESIS_PROFILE=ci) draws the same ones every run, so a red build is

@@ -26,6 +26,7 @@ local model files.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -35,7 +36,8 @@ import tempfile
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -167,6 +169,22 @@ def export_key(model_path: str, backend: str) -> str:
     return f"{slug}-{backend}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` for the block; the file goes after.
+
+    A process already waiting on the removed file still gets the lock, then finds the
+    export done (the rename into place is what makes an export exist, never the lock).
+    """
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def export_onnx(model_path: str, backend: str, cache_dir: Path | None = None) -> Path:
     """Return the folder of the model's ONNX export for ``backend``, exporting it if needed.
 
@@ -191,7 +209,9 @@ def export_onnx(model_path: str, backend: str, cache_dir: Path | None = None) ->
     if (final / META_FILE).is_file():
         return final
     root.mkdir(parents=True, exist_ok=True)
-    with _export_lock:  # one export per process at a time; other processes race by rename
+    # one export per process at a time, and across processes (Dask or test workers starting
+    # together on a fresh machine): the others wait for it instead of exporting it again
+    with _export_lock, _file_lock(root / f"{final.name}.lock"):
         if (final / META_FILE).is_file():
             return final
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))

@@ -249,3 +249,32 @@ def test_a_cold_cpu_embed_imports_neither_torch_nor_transformers(model_cache: Pa
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_a_second_process_waits_for_the_export_instead_of_doing_it_again(
+    model_cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Workers starting together on a fresh machine export the model once."""
+    import fcntl
+    import threading
+
+    path = resolve_model_path(DEFAULT_MODEL)
+    cache = tmp_path / "models"
+    cache.mkdir()
+    final = cache / export_key(path, "onnx")
+    built: list[Path] = []
+    monkeypatch.setattr(
+        embed_backends, "_export_into", lambda m, folder, quantize: built.append(folder)
+    )
+    with (cache / f"{final.name}.lock").open("a") as other:  # another process is exporting
+        fcntl.flock(other, fcntl.LOCK_EX)
+        result: list[Path] = []
+        waiter = threading.Thread(target=lambda: result.append(export_onnx(path, "onnx", cache)))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not built  # it waits on the lock
+        final.mkdir()  # the other process finishes its export
+        (final / META_FILE).write_text("{}")
+        fcntl.flock(other, fcntl.LOCK_UN)
+    waiter.join(10)
+    assert result == [final] and not built  # found the finished export, built nothing
