@@ -56,7 +56,8 @@ class TorchEncoder:
 
     def get_embedding_dimension(self) -> int | None:
         """Return the vector dimension."""
-        return self.model.get_embedding_dimension()
+        dimension = self.model.get_embedding_dimension()
+        return None if dimension is None else int(dimension)
 
     def encode(
         self,
