@@ -37,3 +37,24 @@ def snapshot(data_dir: Path, collection: str = "docflow") -> dict[str, str]:
 def manifest_ids(data_dir: Path, collection: str = "docflow") -> set[str]:
     with Manifest.open(data_dir) as m:
         return m.live_chunk_ids(m.physical(collection))
+
+
+def warm_cache(data_dir: Path, like: Path) -> None:
+    """Give the new ``data_dir`` a copy of ``like``'s embedding cache, and nothing else.
+
+    For from-scratch references: :func:`snapshot` compares chunk ids and texts, which do
+    not depend on where a vector came from, so a reference built on a warm cache is the same
+    reference, without computing every vector of the corpus again (the suite's time).
+    """
+    import sqlite3
+
+    target, cached = data_dir / "cache" / "embeddings.db", like / "cache" / "embeddings.db"
+    assert cached.is_file() and not data_dir.exists(), (cached, data_dir)
+    target.parent.mkdir(parents=True)
+    source = sqlite3.connect(cached)
+    copy = sqlite3.connect(target)
+    try:
+        source.backup(copy)  # consistent even with the source's WAL beside it
+    finally:
+        source.close()
+        copy.close()

@@ -256,7 +256,7 @@ def _export_into(model_path: str, folder: Path, quantize: bool) -> None:
     names = list(tokenizer.model_input_names)
     model = transformer.auto_model.eval()
 
-    class _Hidden(torch.nn.Module):
+    class _Hidden(torch.nn.Module):  # type: ignore[misc]  # torch is Any to mypy (pyproject)
         def __init__(self) -> None:
             super().__init__()
             self.model = model

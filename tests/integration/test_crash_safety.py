@@ -18,7 +18,7 @@ from flows.ingest import ingest
 from tasks.common.config import IngestParams
 from tests.cli_subprocess import docflow
 from tests.conftest import SAMPLE
-from tests.index_state import manifest_ids, snapshot
+from tests.index_state import manifest_ids, snapshot, warm_cache
 
 
 def params(source: Path, data_dir: Path) -> IngestParams:
@@ -37,11 +37,18 @@ def edit(corpus: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def edited_reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """What a from-scratch ingest of the edited corpus stores (shared by every scenario)."""
+def edited_reference(
+    tmp_path_factory: pytest.TempPathFactory, sample_template: tuple[Path, Path]
+) -> dict[str, str]:
+    """What a from-scratch ingest of the edited corpus stores (shared by every scenario).
+
+    A new index over the sample's embedding cache: the snapshot compares ids and texts,
+    which do not depend on where a vector came from.
+    """
     root = tmp_path_factory.mktemp("edited")
     corpus = Path(shutil.copytree(SAMPLE, root / "src"))
     edit(corpus)
+    warm_cache(root / "data", sample_template[1])
     ingest(params(corpus, root / "data"))
     return snapshot(root / "data")
 

@@ -32,7 +32,7 @@ from tasks.index.lexical import physical_names
 from tasks.index.manifest import serving_collection
 from tasks.index.store import ChromaStore
 from tests.conftest import REPO
-from tests.index_state import manifest_ids, snapshot
+from tests.index_state import manifest_ids, snapshot, warm_cache
 
 
 def params(source: Path, data_dir: Path, **kw: object) -> IngestParams:
@@ -69,6 +69,7 @@ def test_edit_delete_add_equals_from_scratch(ingested: tuple[Path, Path], tmp_pa
     assert summary["chunks_from_cache"] > 0  # unchanged chunks of the edited file
 
     fresh = tmp_path / "fresh"
+    warm_cache(fresh, data_dir)  # the reference: a new index, its vectors from the cache
     ingest(params(corpus, fresh))
     assert snapshot(data_dir) == snapshot(fresh)
     assert manifest_ids(data_dir) == set(snapshot(data_dir))
@@ -79,6 +80,7 @@ def test_splitter_change_resplits_every_file(ingested: tuple[Path, Path], tmp_pa
     summary = ingest(params(corpus, data_dir, chunk_size=600, chunk_overlap=50))
     assert summary["files_changed"] == 12 and summary["chunks_deleted"] > 0
     fresh = tmp_path / "fresh"
+    warm_cache(fresh, data_dir)
     ingest(params(corpus, fresh, chunk_size=600, chunk_overlap=50))
     assert snapshot(data_dir) == snapshot(fresh)
     meta = ChromaStore.open(data_dir, "docflow").metadata()

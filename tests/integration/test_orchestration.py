@@ -38,6 +38,7 @@ from flows.guard import limit_name
 from tasks.common.tables import read_table
 from tasks.index.store import ChromaStore
 from tests.conftest import REPO
+from tests.index_state import warm_cache
 from tests.servers import (
     Proc,
     base_env,
@@ -631,6 +632,7 @@ def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
     assert len({t.id for t in found}) == len(found)
     # the index equals a from-scratch ingest of the same files
     fresh = workdir / "scaling-out-fresh"
+    warm_cache(fresh, data)  # a new index; the comparison reads ids and texts, not vectors
     code, out = run_cli(
         ["ingest", "--source", str(data / "raw"), "--data-dir", str(fresh), "--json"], capsys
     )

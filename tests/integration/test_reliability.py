@@ -24,7 +24,7 @@ from tasks.common.tables import read_table
 from tasks.index.manifest import Manifest, serving_collection
 from tasks.index.store import ChromaStore
 from tests.cli_subprocess import docflow, in_process, one_error_line
-from tests.index_state import snapshot
+from tests.index_state import snapshot, warm_cache
 
 TORN = "swarm-management.md"
 
@@ -33,8 +33,10 @@ def params(source: Path, data_dir: Path, **kw: object) -> IngestParams:
     return IngestParams(source=str(source), data_dir=str(data_dir), batch_files=4, **kw)  # type: ignore[arg-type]
 
 
-def from_scratch(corpus: Path, tmp_path: Path) -> dict[str, str]:
+def from_scratch(corpus: Path, tmp_path: Path, warm_from: Path) -> dict[str, str]:
+    """Snapshot a from-scratch ingest of ``corpus`` (on ``warm_from``'s embedding cache)."""
     fresh = tmp_path / "fresh"
+    warm_cache(fresh, warm_from)
     ingest(params(corpus, fresh))
     return snapshot(fresh)
 
@@ -91,7 +93,7 @@ def test_lost_manifest_is_rebuilt_from_the_tables_so_deleted_files_leave(
     assert any("the manifest had no rows" in w for w in summary["warnings"])
     assert (summary["files_deleted"], summary["files_new"]) == (1, 0)
     assert summary["chunks_deleted"] > 0
-    assert snapshot(data_dir) == from_scratch(corpus, tmp_path)
+    assert snapshot(data_dir) == from_scratch(corpus, tmp_path, data_dir)
 
 
 def test_lost_manifest_and_tables_make_the_run_refuse_in_one_line(
@@ -277,7 +279,7 @@ def test_a_full_disk_fails_in_one_line_and_the_next_run_converges(
     filler.unlink()
     summary = ingest(params(corpus, data_dir))
     assert summary["status"] == "completed"
-    assert snapshot(data_dir) == from_scratch(corpus, tmp_path)
+    assert snapshot(data_dir) == from_scratch(corpus, tmp_path, data_dir)
     assert "running" not in {r["status"] for r in read_table(data_dir, "runs").to_pylist()}
 
 
