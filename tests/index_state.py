@@ -48,7 +48,9 @@ def warm_cache(data_dir: Path, like: Path) -> None:
     """
     import sqlite3
 
-    target, cached = data_dir / "cache" / "embeddings.db", like / "cache" / "embeddings.db"
+    from tasks.embed.cache import cache_path
+
+    target, cached = cache_path(data_dir), cache_path(like)
     assert cached.is_file() and not data_dir.exists(), (cached, data_dir)
     target.parent.mkdir(parents=True)
     source = sqlite3.connect(cached)

@@ -44,6 +44,7 @@ from pyarrow.fs import FSSpecHandler, PyFileSystem
 from tasks.common.documents import Chunk, Document, Header
 from tasks.common.errors import StateError
 from tasks.common.failpoints import failpoint
+from tasks.common.records import read_record, write_record
 
 HEADER_TYPE = pa.struct([("level", pa.int8()), ("text", pa.string())])
 
@@ -161,22 +162,12 @@ def use_tables_url(data_dir: Path, url: str | None) -> None:
     if location == str((data_dir / "tables").resolve()):
         record.unlink(missing_ok=True)
         return
-    if record.is_file() and record.read_text(encoding="utf-8").strip() == location:
-        return
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_name(f".{record.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(location + "\n", encoding="utf-8")
-    os.replace(tmp, record)
+    write_record(record, location)
 
 
 def tables_url(data_dir: Path) -> str:
     """Return where the tables of ``data_dir`` live: the recorded location or the default."""
-    record = data_dir / TABLES_URL_FILE
-    if record.is_file():
-        location = record.read_text(encoding="utf-8").strip()
-        if location:
-            return location
-    return str(data_dir / "tables")
+    return read_record(data_dir / TABLES_URL_FILE) or str(data_dir / "tables")
 
 
 def table_location(data_dir: Path, table: str, run_id: str | None = None) -> str:

@@ -18,6 +18,11 @@ from tasks.common.sqlite import SQLiteFile
 _LOOKUP_CHUNK = 500  # keys per SELECT ... IN (...): under SQLite's variable limit
 
 
+def cache_path(data_dir: Path) -> Path:
+    """Return where the embedding cache of a data dir lives."""
+    return data_dir / "cache" / "embeddings.db"
+
+
 class EmbeddingCache(SQLiteFile):
     """Vectors keyed by model and text hash."""
 
@@ -29,7 +34,7 @@ class EmbeddingCache(SQLiteFile):
     @classmethod
     def open(cls, data_dir: Path) -> EmbeddingCache:
         """Open the cache of a data dir."""
-        return cls(data_dir / "cache" / "embeddings.db")
+        return cls(cache_path(data_dir))
 
     def damaged(self, exc: Exception) -> str:
         """Return the one-line error of an unreadable cache, with its cure."""

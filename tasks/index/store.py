@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 
 from tasks.common.documents import Chunk, header_keys
 from tasks.common.errors import StateError, StoreError
+from tasks.common.records import read_record, write_record
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -87,9 +87,10 @@ CHROMA_SERVER_FILE = "chroma.server"
 def recorded_server(data_dir: Path) -> tuple[str, int] | None:
     """Return the Chroma server ``data_dir`` recorded, or None (the embedded store)."""
     record = data_dir / CHROMA_SERVER_FILE
-    if not record.is_file():
+    value = read_record(record)
+    if value is None:
         return None
-    host, _, port = record.read_text(encoding="utf-8").strip().rpartition(":")
+    host, _, port = value.rpartition(":")
     if not host or not port.isdigit():
         raise StateError(f"{record} does not hold a Chroma server as host:port")
     return host, int(port)
@@ -123,13 +124,7 @@ def remember_server(data_dir: Path, host: str | None, port: int) -> None:
         record.unlink(missing_ok=True)
         return
     make_client(host=host, port=port).heartbeat()
-    location = f"{host}:{port}"
-    if record.is_file() and record.read_text(encoding="utf-8").strip() == location:
-        return
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
-    tmp.write_text(location + "\n", encoding="utf-8")
-    os.replace(tmp, record)
+    write_record(record, f"{host}:{port}")
 
 
 _Params = TypeVar("_Params", bound="BaseModel")
