@@ -15,6 +15,7 @@ different backends differ slightly, so the embedding cache keys them apart
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -74,24 +75,101 @@ def check_model_available(name: str) -> None:
     name, ``sentence-transformers/<name>``). With ``HF_HUB_OFFLINE`` off the library may
     download it, so nothing is checked. Cheap: no model is loaded.
     """
-    if name in BUNDLED_NAMES or name in CUSTOM_ENCODERS or Path(name).expanduser().is_dir():
+    if name in CUSTOM_ENCODERS or not _offline() or local_model_folder(name) is not None:
         return
-    if not _offline():
-        return
-    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub import constants
 
     repos = [name] if "/" in name else [name, f"sentence-transformers/{name}"]
-    for repo in repos:
-        try:
-            if isinstance(try_to_load_from_cache(repo, "config.json"), str):
-                return
-        except ValueError:  # not a valid repo id
-            continue
     raise ConfigError(
         f"model {name!r} not found locally: not a folder, not bundled (all-MiniLM-L6-v2) and "
         f"not in the Hugging Face cache {constants.HF_HUB_CACHE} (looked for "
         f"{' or '.join(repos)}); this machine does not download models (HF_HUB_OFFLINE=1)"
     )
+
+
+def local_model_folder(name: str) -> Path | None:
+    """Return the folder model ``name`` loads from, without loading it (None: not local).
+
+    The bundled model's folder, a folder given as the name, or the snapshot of the Hugging
+    Face cache (as ``name`` or ``sentence-transformers/<name>``).
+    """
+    if name in CUSTOM_ENCODERS:
+        return None
+    path = Path(resolve_model_path(name)).expanduser()
+    if path.is_dir():
+        return path
+    from huggingface_hub import try_to_load_from_cache
+
+    for repo in [name] if "/" in name else [name, f"sentence-transformers/{name}"]:
+        try:
+            found = try_to_load_from_cache(repo, "config.json")
+        except ValueError:  # not a valid repo id
+            continue
+        if isinstance(found, str):
+            return Path(found).parent
+    return None
+
+
+#: The pooling modes of a sentence-transformers Pooling module; each adds a block of the
+#: token embedding's size to the sentence vector.
+POOLING_MODES = (
+    "pooling_mode_cls_token",
+    "pooling_mode_mean_tokens",
+    "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens",
+    "pooling_mode_lasttoken",
+)
+
+
+def dimension_from_files(folder: Path) -> int | None:
+    """Return the vector size a model folder declares, reading its small JSON files only.
+
+    The last module that sets the size decides: a Dense layer (``out_features``), else the
+    Pooling module (the token size times its pooling modes), else the transformer's
+    ``hidden_size`` (a plain Hugging Face model gets mean pooling). None when the files do
+    not say: the caller loads the model instead.
+    """
+
+    def read(path: Path) -> dict[str, Any] | None:
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        modules = []
+    for module in reversed(modules if isinstance(modules, list) else []):
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        if kind not in ("Dense", "Pooling"):
+            continue
+        config = read(folder / str(module.get("path", "")) / "config.json") or {}
+        if kind == "Dense" and isinstance(config.get("out_features"), int):
+            return int(config["out_features"])
+        if kind == "Pooling" and isinstance(config.get("word_embedding_dimension"), int):
+            modes = sum(bool(config.get(m)) for m in POOLING_MODES) or 1
+            return int(config["word_embedding_dimension"]) * modes
+        return None  # a module that sets the size, unreadable: do not guess
+    config = read(folder / "config.json") or {}
+    hidden = config.get("hidden_size")
+    return hidden if isinstance(hidden, int) else None
+
+
+def model_dimension(name: str, backend: str = DEFAULT_BACKEND) -> int:
+    """Return model ``name``'s vector size, without loading it where its files say.
+
+    A new collection needs the size before any vector exists; loading the model for it
+    (torch and the weights, or an ONNX export) would make the run wait 5-15 s before it
+    plans anything. Only a model whose files do not say is loaded, with the run's backend.
+    """
+    folder = local_model_folder(name)
+    found = dimension_from_files(folder) if folder is not None else None
+    if found is not None:
+        return found
+    return Embedder(name, backend=backend).dimension
 
 
 def cuda_likely() -> bool:

@@ -131,14 +131,15 @@ from tasks.index.store import STORE_RETRIES, retry_transient  # noqa: E402
 def open_index_task(ctx: RunContext) -> Checked:
     """Create or check the collection, then make manifest, store and lexical index agree.
 
-    A model mismatch fails fast; the model is loaded (for its dimension) only when the
-    collection must be created.
+    A model mismatch fails fast. A new collection takes its dimension from the model's
+    files (tasks/embed/model.py, ``model_dimension``): the run plans, loads and splits while
+    the model has not been loaded.
     """
-    from tasks.embed.model import Embedder
+    from tasks.embed.model import model_dimension
 
     data_dir = Path(ctx.data_dir)
     store = ChromaStore.open(data_dir, ctx.physical, ctx.chroma_host, ctx.chroma_port)
-    store.ensure(ctx.model, lambda: Embedder(ctx.model).dimension)
+    store.ensure(ctx.model, lambda: model_dimension(ctx.model, ctx.embed_backend))
     # a damaged lexical index is set aside: check() rebuilds it from the vector store
     path = database_path(data_dir, ctx.physical)
     words, moved = LexicalIndex.open_or_set_aside(path)

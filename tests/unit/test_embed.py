@@ -177,3 +177,61 @@ def test_on_cuda_every_backend_encodes_in_large_batches(monkeypatch: pytest.Monk
     assert embedder.resolved_device == "cuda"
     embedder.embed(["a", "b"])
     assert seen == [256]
+
+
+@pytest.mark.slow
+def test_the_bundled_models_files_give_its_loaded_dimension(embedder: Embedder) -> None:
+    from tasks.embed.model import dimension_from_files, local_model_folder, model_dimension
+
+    folder = local_model_folder(DEFAULT_MODEL)
+    assert folder == Path(resolve_model_path(DEFAULT_MODEL))
+    assert dimension_from_files(folder) == embedder.dimension == DIM
+    assert model_dimension(DEFAULT_MODEL, "torch") == DIM
+
+
+def _model_folder(root: Path, modules: list[tuple[str, str, dict[str, object]]]) -> Path:
+    """Write a sentence-transformers folder's JSON files: (type, path, config) per module."""
+    import json
+
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps({"hidden_size": 384}))
+    listed = []
+    for i, (kind, path, config) in enumerate(modules):
+        listed.append({"idx": i, "name": str(i), "path": path, "type": kind})
+        if path:
+            (root / path).mkdir()
+            (root / path / "config.json").write_text(json.dumps(config))
+    (root / "modules.json").write_text(json.dumps(listed))
+    return root
+
+
+def test_dimension_from_files_follows_the_last_module_that_sets_it(tmp_path: Path) -> None:
+    from tasks.embed.model import dimension_from_files
+
+    transformer = ("sentence_transformers.models.Transformer", "", {})
+    pooling = (
+        "sentence_transformers.models.Pooling",
+        "1_Pooling",
+        {"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True},
+    )
+    dense = ("sentence_transformers.models.Dense", "2_Dense", {"out_features": 256})
+    two_modes = (
+        "sentence_transformers.models.Pooling",
+        "1_Pooling",
+        {
+            "word_embedding_dimension": 384,
+            "pooling_mode_mean_tokens": True,
+            "pooling_mode_max_tokens": True,
+        },
+    )
+    assert dimension_from_files(_model_folder(tmp_path / "a", [transformer, pooling])) == 384
+    assert dimension_from_files(_model_folder(tmp_path / "b", [transformer, pooling, dense])) == 256
+    assert dimension_from_files(_model_folder(tmp_path / "c", [transformer, two_modes])) == 768
+    broken = _model_folder(tmp_path / "d", [transformer, pooling])
+    (broken / "1_Pooling" / "config.json").write_text("{not json")
+    assert dimension_from_files(broken) is None  # a size we cannot read: load the model
+    plain = tmp_path / "e"  # a Hugging Face model without sentence-transformers files
+    plain.mkdir()
+    (plain / "config.json").write_text('{"hidden_size": 512}')
+    assert dimension_from_files(plain) == 512
+    assert dimension_from_files(tmp_path / "missing") is None
