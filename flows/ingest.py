@@ -28,7 +28,7 @@ from tasks.common.config import IngestParams
 from tasks.common.errors import DocflowError, StateError
 from tasks.common.runs import RunContext, RunSummary, new_run_id
 from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write_run
-from tasks.discover.files import plan_task
+from tasks.discover.files import BatchLimits, plan_task
 from tasks.discover.partitions import partition_folder
 from tasks.embed.model import embed_task
 from tasks.index.consistency import open_index_task
@@ -121,8 +121,14 @@ def _stages(
         params.include,
         params.exclude,
         params.include_hidden,
-        params.batch_files,
-        params.batch_bytes,
+        BatchLimits.for_chunks(
+            params.batch_files,
+            params.batch_bytes,
+            params.batch_chunks,
+            params.chunk_size,
+            params.chunk_overlap,
+            params.length_unit,
+        ),
         ctx.data_dir,
         ctx.physical,
         ctx.fingerprint,

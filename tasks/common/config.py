@@ -216,6 +216,12 @@ class IngestParams(BaseModel):
     batch_bytes: int = Field(
         8_000_000, gt=0, description="At most about this many bytes of files per batch."
     )
+    batch_chunks: int = Field(
+        1000,
+        gt=0,
+        description="About this many chunks per batch, estimated from each file's size and "
+        "type (a file that gives more is a batch of its own); the first batches are smaller.",
+    )
     strict: bool = Field(
         False,
         description="CLI: exit 3 when a file fails to load or the run warns (a glob that "
@@ -324,6 +330,7 @@ RUN_ONLY_FIELDS: tuple[str, ...] = (
     "embed_backend",  # vectors differ by rounding only; the cache keys them per backend
     "batch_files",
     "batch_bytes",
+    "batch_chunks",
     "strict",
     "full_refresh",
     "lock_timeout",

@@ -1,8 +1,10 @@
 """The index of one physical collection: its vectors (Chroma) and its words (BM25).
 
-Every write goes to both, vectors first, in the order the manifest protocol relies on
-(tasks/index/sync.py): a crash between the two leaves the batch "pending" in the manifest, and
-the next run rewrites it and deletes every id that may have reached either index. The
+Every write goes to both, before the manifest commits the batch (tasks/index/sync.py): a
+crash during or between the two leaves the batch "pending" in the manifest, and the next run
+rewrites it and deletes every id that may have reached either index. The two writes of an
+upsert run at the same time (Chroma's Rust core and SQLite index with the GIL released), so
+the store stage takes the slower of the two, not their sum. The
 lexical index lives in the data dir whether the vectors are embedded or on a Chroma server.
 
 :func:`reconcile` makes the lexical index hold exactly the vector store's ids, from the
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,10 +86,22 @@ class Index:
         return self.vectors.exists()
 
     def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> int:
-        """Write chunks to the vector store, then to the lexical index."""
-        written = self.vectors.upsert(chunks, vectors)
-        failpoint("lexical:before-upsert")
-        self.words.upsert(chunk_record(c) for c in chunks)
+        """Write chunks to the vector store and the lexical index, both at once.
+
+        The vectors go in on a thread of their own while this thread writes the lexical
+        index (its SQLite connection belongs to this thread); the metadata is flattened
+        once for both. Returns when both are written; the first error is raised.
+        """
+        metadatas = [flatten_metadata(c) for c in chunks]
+        with ThreadPoolExecutor(1, thread_name_prefix="docflow-vectors") as pool:
+            stored = pool.submit(self.vectors.upsert, chunks, vectors, metadatas)
+            try:
+                failpoint("lexical:before-upsert")
+                self.words.upsert(
+                    (c.chunk_id, model_input(c), m) for c, m in zip(chunks, metadatas, strict=True)
+                )
+            finally:
+                written = stored.result()  # the vectors' error first: they were asked first
         return written
 
     def delete(self, ids: Iterable[str]) -> int:

@@ -270,8 +270,16 @@ class ChromaStore:
     def _step(self) -> int:
         return max(1, self.client.get_max_batch_size())
 
-    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> int:
-        """Upsert chunks with their vectors, in batches within the client's maximum."""
+    def upsert(
+        self,
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        metadatas: Sequence[dict[str, Scalar]] | None = None,
+    ) -> int:
+        """Upsert chunks with their vectors, in batches within the client's maximum.
+
+        ``metadatas``: the chunks' flat metadata, if the caller has it already.
+        """
         col = self.collection()
         step = self._step()
         for lo in range(0, len(chunks), step):
@@ -280,7 +288,11 @@ class ChromaStore:
                 ids=[c.chunk_id for c in part],
                 embeddings=vectors[lo : lo + step],
                 documents=[c.text for c in part],
-                metadatas=[flatten_metadata(c) for c in part],
+                metadatas=(
+                    [flatten_metadata(c) for c in part]
+                    if metadatas is None
+                    else list(metadatas[lo : lo + step])
+                ),
             )
         return len(chunks)
 

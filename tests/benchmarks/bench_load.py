@@ -25,7 +25,7 @@ from typing import Any
 
 from tasks.common.config import LoaderOptions
 from tasks.common.documents import FileRef
-from tasks.discover.files import discover, plan_batches
+from tasks.discover.files import BatchLimits, discover, plan_batches
 from tasks.load import load_batch
 from tests.conftest import CORPORA
 
@@ -38,7 +38,7 @@ def _count_batch(files: Sequence[FileRef]) -> tuple[int, int]:
 
 
 def _pool(files: Sequence[FileRef]) -> tuple[int, int]:
-    batches = plan_batches(files, 64, 8_000_000)
+    batches = plan_batches(files, BatchLimits())
     with ProcessPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(_count_batch, batches))
     return sum(r for r, _ in results), sum(f for _, f in results)

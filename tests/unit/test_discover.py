@@ -14,7 +14,7 @@ from tasks.common.config import LoaderOptions
 from tasks.common.documents import FileRef, file_sha256
 from tasks.common.errors import ConfigError
 from tasks.discover import files as discover_module
-from tasks.discover.files import discover, plan_batches
+from tasks.discover.files import BatchLimits, discover, estimate_chunks, plan_batches
 from tasks.load.batch import load_batch
 
 
@@ -247,7 +247,7 @@ def test_plan_batches(
     sizes: list[int], max_files: int, max_bytes: int, expected: list[int]
 ) -> None:
     files = refs(sizes)
-    batches = plan_batches(files, max_files, max_bytes)
+    batches = plan_batches(files, BatchLimits(max_files, max_bytes, chunks=10**9))
     assert [len(b) for b in batches] == expected
     assert [f for b in batches for f in b] == files  # order kept, nothing lost or duplicated
     for batch in batches:
@@ -257,9 +257,38 @@ def test_plan_batches(
 
 def test_file_larger_than_max_bytes_is_alone_in_its_batch() -> None:
     files = refs([3, 4, 100, 2, 1])
-    batches = plan_batches(files, 10, 10)
+    batches = plan_batches(files, BatchLimits(10, 10, chunks=10**9))
     [big_batch] = [b for b in batches if files[2] in b]
     assert big_batch == [files[2]]
+
+
+def test_batches_are_cut_by_estimated_chunks_and_start_small() -> None:
+    # 600 bytes of text = one chunk of 600 characters; the first batch aims at a quarter
+    # of 8 chunks, the second at half, the rest at all 8
+    files = refs([600] * 16)
+    batches = plan_batches(files, BatchLimits(100, 10**9, chunks=8, chunk_chars=600))
+    assert [len(b) for b in batches] == [2, 4, 8, 2]
+    big = refs([600, 600 * 20, 600])  # a file over the target is a batch of its own
+    assert [len(b) for b in plan_batches(big, BatchLimits(100, 10**9, 8, 600))] == [1, 1, 1]
+
+
+def test_estimated_chunks_follow_text_not_markup(tmp_path: Path) -> None:
+    text = FileRef("/r/a.md", "a.md", 6000, 0.0, "0")
+    html = FileRef("/r/a.html", "a.html", 6000, 0.0, "0")
+    pdf = FileRef("/r/a.pdf", "a.pdf", 120_000, 0.0, "0")
+    assert estimate_chunks(text, 600) == 10
+    assert estimate_chunks(html, 600) == 3  # mostly markup
+    assert estimate_chunks(pdf, 600) == 10  # mostly fonts, images, compressed streams
+    assert estimate_chunks(FileRef("/r/e.txt", "e.txt", 0, 0.0, "0"), 600) == 1
+    rows = write(tmp_path, "rows.csv", "name,size\n" + "bee,1\n" * 50)
+    csv = FileRef(str(rows), "rows.csv", rows.stat().st_size, 0.0, "0")
+    assert estimate_chunks(csv, 600) == 51  # one document (at least a chunk) per row
+
+
+def test_batch_limits_count_the_new_text_of_a_chunk() -> None:
+    assert BatchLimits.for_chunks(64, 10, 1000, 200, 50, "model_tokens").chunk_chars == 600
+    assert BatchLimits.for_chunks(64, 10, 1000, 1000, 200, "chars").chunk_chars == 800
+    assert BatchLimits.for_chunks(64, 10, 1000, 10, 10, "tokens").chunk_chars == 1
 
 
 # -- errors ---------------------------------------------------------------------------------
