@@ -15,7 +15,6 @@ different backends differ slightly, so the embedding cache keys them apart
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -37,6 +36,7 @@ from tasks.embed.backends import (
     resolve_backend,
 )
 from tasks.embed.cache import EmbeddingCache
+from tasks.embed.model_files import dimension_from_files, hub_snapshot
 from tasks.embed.torch_path import TorchEncoder, torch_encoder
 
 if TYPE_CHECKING:
@@ -96,66 +96,7 @@ def local_model_folder(name: str) -> Path | None:
     if name in CUSTOM_ENCODERS:
         return None
     path = Path(resolve_model_path(name)).expanduser()
-    if path.is_dir():
-        return path
-    from huggingface_hub import try_to_load_from_cache
-
-    for repo in [name] if "/" in name else [name, f"sentence-transformers/{name}"]:
-        try:
-            found = try_to_load_from_cache(repo, "config.json")
-        except ValueError:  # not a valid repo id
-            continue
-        if isinstance(found, str):
-            return Path(found).parent
-    return None
-
-
-#: The pooling modes of a sentence-transformers Pooling module; each adds a block of the
-#: token embedding's size to the sentence vector.
-POOLING_MODES = (
-    "pooling_mode_cls_token",
-    "pooling_mode_mean_tokens",
-    "pooling_mode_max_tokens",
-    "pooling_mode_mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens",
-    "pooling_mode_lasttoken",
-)
-
-
-def dimension_from_files(folder: Path) -> int | None:
-    """Return the vector size a model folder declares, reading its small JSON files only.
-
-    The last module that sets the size decides: a Dense layer (``out_features``), else the
-    Pooling module (the token size times its pooling modes), else the transformer's
-    ``hidden_size`` (a plain Hugging Face model gets mean pooling). None when the files do
-    not say: the caller loads the model instead.
-    """
-
-    def read(path: Path) -> dict[str, Any] | None:
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
-
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        modules = []
-    for module in reversed(modules if isinstance(modules, list) else []):
-        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
-        if kind not in ("Dense", "Pooling"):
-            continue
-        config = read(folder / str(module.get("path", "")) / "config.json") or {}
-        if kind == "Dense" and isinstance(config.get("out_features"), int):
-            return int(config["out_features"])
-        if kind == "Pooling" and isinstance(config.get("word_embedding_dimension"), int):
-            modes = sum(bool(config.get(m)) for m in POOLING_MODES) or 1
-            return int(config["word_embedding_dimension"]) * modes
-        return None  # a module that sets the size, unreadable: do not guess
-    config = read(folder / "config.json") or {}
-    hidden = config.get("hidden_size")
-    return hidden if isinstance(hidden, int) else None
+    return path if path.is_dir() else hub_snapshot(name)
 
 
 def model_dimension(name: str, backend: str = DEFAULT_BACKEND) -> int:

@@ -181,7 +181,8 @@ def test_on_cuda_every_backend_encodes_in_large_batches(monkeypatch: pytest.Monk
 
 @pytest.mark.slow
 def test_the_bundled_models_files_give_its_loaded_dimension(embedder: Embedder) -> None:
-    from tasks.embed.model import dimension_from_files, local_model_folder, model_dimension
+    from tasks.embed.model import local_model_folder, model_dimension
+    from tasks.embed.model_files import dimension_from_files
 
     folder = local_model_folder(DEFAULT_MODEL)
     assert folder == Path(resolve_model_path(DEFAULT_MODEL))
@@ -206,7 +207,7 @@ def _model_folder(root: Path, modules: list[tuple[str, str, dict[str, object]]])
 
 
 def test_dimension_from_files_follows_the_last_module_that_sets_it(tmp_path: Path) -> None:
-    from tasks.embed.model import dimension_from_files
+    from tasks.embed.model_files import dimension_from_files
 
     transformer = ("sentence_transformers.models.Transformer", "", {})
     pooling = (

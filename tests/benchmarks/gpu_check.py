@@ -1,0 +1,259 @@
+"""The GPU check: is an ingest as fast as its slowest real part on this machine?
+
+Measured in one process tree, one run (docs/performance.md, "The GPU check"):
+
+1. ``docflow ingest`` of the corpus as a command, from an empty data dir: wall seconds,
+   the flow's own seconds, the time from process start to the first stored batch, the
+   chunks of each batch;
+2. a plain ``SentenceTransformer.encode`` of exactly that run's model inputs (float16 and
+   batches of 256 on CUDA, the tokenizer's threads on; float32 and 32 on a CPU): T_encode;
+3. LangChain's docs job (tests/benchmarks/langchain_job.py) on the same corpus;
+4. ``copies`` copies of the corpus whose every paragraph carries its copy's marker (so
+   the embedding cache serves none of them but PDFs, which are copied as they are):
+   the ingest's chunks/s against a bare Chroma collection's upsert rate of the same rows
+   in the same batches, and T_ingest / T_encode of those model inputs.
+
+Goals (issue 28, on an H100 or H200 with 16 cores): corpus wall ≤ 25 s, flow ≤ 18 s, first
+stored batch ≤ 12 s after start, wall ≤ 0.6 × LangChain's; copies: chunks/s ≥ 0.8 × bare
+Chroma, T_ingest / T_encode ≤ 3. Each is printed with "met" or "NOT met" and written to the
+JSON file.
+
+Run: ``python -m tests.benchmarks.gpu_check --corpus DIR --out FILE [--copies 4]
+[--skip langchain,copies]``; on a device machine through tests/benchmarks/gpu_run.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+GOALS = {
+    "wall_s": 25.0,
+    "flow_s": 18.0,
+    "first_stored_s": 12.0,
+    "vs_langchain": 0.6,
+    "copies_vs_bare_chroma": 0.8,  # at least
+    "copies_vs_encode": 3.0,
+}
+#: The flow's log line of its first stored batch ("... batch 1/21 stored: ...").
+STORED = re.compile(r" batch 1/\d+ stored")
+
+
+def device() -> str:
+    """Return "cuda" when torch sees a GPU, else "cpu"."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def machine() -> str:
+    """Return the machine in words: the GPU's name (or CPU) and the core count."""
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{gpu}, {os.cpu_count()} cores"
+
+
+def run_ingest(source: Path, data_dir: Path) -> dict[str, Any]:
+    """Run ``python -m flows ingest`` as a user would; time it and its first stored batch."""
+    argv = [sys.executable, "-m", "flows", "ingest", "--source", str(source)]
+    argv += ["--data-dir", str(data_dir), "--json"]
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first: list[float] = []  # when the log line of the first stored batch arrived
+    err_lines: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err_lines.append(line)
+            if not first and STORED.search(line):
+                first.append(time.perf_counter() - started)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    out = proc.stdout.read() if proc.stdout else ""
+    proc.wait()
+    wall = time.perf_counter() - started
+    reader.join()
+    if proc.returncode not in (0, 3):
+        raise RuntimeError(f"ingest exited {proc.returncode}: {''.join(err_lines)[-2000:]}")
+    summary = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    return {
+        "wall_s": round(wall, 2),
+        "flow_s": summary["seconds"],
+        "first_stored_s": round(first[0], 2) if first else None,
+        "chunks": summary["chunks_written"],
+        "from_cache": summary["chunks_from_cache"],
+        "stage_seconds": summary["stage_seconds"],
+        "batches": batch_rows(data_dir),
+    }
+
+
+def batch_rows(data_dir: Path) -> list[int]:
+    """Return the chunks of each batch of the data dir's run (its chunks parts, in order)."""
+    from tasks.common.tables import list_parts, read_part
+
+    return [read_part(p, ["chunk_id"]).num_rows for p in list_parts(data_dir, "chunks")]
+
+
+def model_inputs(data_dir: Path) -> list[str]:
+    """Return what the model read for each chunk of the data dir (context block and text)."""
+    from tasks.common.documents import model_input
+    from tasks.common.tables import list_parts, read_chunks
+
+    return [model_input(c) for p in list_parts(data_dir, "chunks") for c in read_chunks(p)]
+
+
+def plain_encode(texts: list[str], on: str) -> float:
+    """Return the seconds of one plain encode of ``texts`` (fp16 and batch 256 on CUDA)."""
+    from sentence_transformers import SentenceTransformer
+
+    from tasks.embed.model import resolve_model_path
+
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    model = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device=on)
+    batch = 256 if on == "cuda" else 32
+    if on == "cuda":
+        model.half()
+    model.encode(texts[:batch], batch_size=batch)  # warm up
+    started = time.perf_counter()
+    model.encode(texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
+    if on == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+    return time.perf_counter() - started
+
+
+def langchain_job(source: Path, persist: Path) -> dict[str, Any]:
+    """Run LangChain's docs job on ``source`` as a command; return its seconds and counts."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks.langchain_job", str(source), str(persist)]
+        + ["256" if device() == "cuda" else "32"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seconds = time.perf_counter() - started
+    return {"wall_s": round(seconds, 2), **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def mark(text: str, suffix: str, copy: int) -> str:
+    """Return ``text`` with copy ``copy``'s marker in every paragraph (row, for tables)."""
+    tag = f"copy {copy}"
+    if suffix in (".csv", ".tsv"):
+        sep = "\t" if suffix == ".tsv" else ","
+        lines = text.splitlines()
+        head = [f"{lines[0]}{sep}copy"] if lines else []
+        return "\n".join(head + [f"{line}{sep}{tag}" for line in lines[1:]]) + "\n"
+    if suffix in (".html", ".htm"):
+        return re.sub(r"(<p\b[^>]*>)", rf"\1{tag} ", text, flags=re.I)
+    if suffix in (".json", ".jsonl"):
+        return text  # structured: its chunks are few; the cache may serve them
+    return re.sub(r"\n\s*\n", f"\n\n{tag}\n", text)
+
+
+def marked_copies(source: Path, dest: Path, copies: int) -> int:
+    """Copy ``source`` ``copies`` times under ``dest``, each paragraph marked; return files."""
+    count = 0
+    for copy in range(copies):
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            target = dest / f"copy-{copy}" / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path.suffix.lower() == ".pdf":
+                shutil.copyfile(path, target)
+            else:
+                raw = path.read_bytes()
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:  # legacy encodings: as they are
+                    target.write_bytes(raw)
+                else:
+                    target.write_text(mark(text, path.suffix.lower(), copy), encoding="utf-8")
+            count += 1
+    return count
+
+
+def verdicts(r: dict[str, Any]) -> dict[str, str]:
+    """Return "met"/"NOT met" for each goal the run measured."""
+    out = {}
+    corpus = r.get("corpus", {})
+    for key in ("wall_s", "flow_s", "first_stored_s"):
+        if corpus.get(key) is not None:
+            out[key] = "met" if corpus[key] <= GOALS[key] else "NOT met"
+    if "vs_langchain" in r:
+        out["vs_langchain"] = "met" if r["vs_langchain"] <= GOALS["vs_langchain"] else "NOT met"
+    copies = r.get("copies", {})
+    if "vs_bare_chroma" in copies:
+        ok = copies["vs_bare_chroma"] >= GOALS["copies_vs_bare_chroma"]
+        out["copies_vs_bare_chroma"] = "met" if ok else "NOT met"
+    if "vs_encode" in copies:
+        ok = copies["vs_encode"] <= GOALS["copies_vs_encode"]
+        out["copies_vs_encode"] = "met" if ok else "NOT met"
+    return out
+
+
+def check(corpus: Path, copies: int, skip: set[str], work: Path) -> dict[str, Any]:
+    """Run the measurements over ``corpus`` in ``work``; return every figure."""
+    from tests.benchmarks.bench_ceiling import bare_chroma_rate
+
+    on = device()
+    result: dict[str, Any] = {"machine": machine(), "device": on}
+    first = run_ingest(corpus, work / "data")
+    first["encode_s"] = round(plain_encode(model_inputs(work / "data"), on), 2)
+    result["corpus"] = first
+    print(json.dumps({"corpus": first}), flush=True)
+    if "langchain" not in skip:
+        result["langchain"] = langchain_job(corpus, work / "langchain")
+        result["vs_langchain"] = round(first["wall_s"] / result["langchain"]["wall_s"], 2)
+    if "copies" not in skip and copies > 0:
+        source = work / "copies"
+        marked_copies(corpus, source, copies)
+        many = run_ingest(source, work / "copies-data")
+        bare = bare_chroma_rate(work / "copies-data", many["batches"])
+        many["encode_s"] = round(plain_encode(model_inputs(work / "copies-data"), on), 2)
+        many["chunks_per_s"] = round(many["chunks"] / many["wall_s"], 1)
+        many["bare_chroma_rows_per_s"] = round(bare, 1)
+        many["vs_bare_chroma"] = round(many["chunks_per_s"] / bare, 2)
+        many["vs_encode"] = round(many["wall_s"] / many["encode_s"], 2)
+        result["copies"] = many
+    result["verdicts"] = verdicts(result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse the options, run the check, print and write its JSON."""
+    from flows.env import apply_defaults
+
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.gpu_check")
+    parser.add_argument("--corpus", type=Path, required=True, help="folder of documents")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    parser.add_argument("--copies", type=int, default=4)
+    parser.add_argument("--skip", default="", help="comma-separated: langchain, copies")
+    args = parser.parse_args(argv)
+    apply_defaults()
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    try:
+        result = check(args.corpus, args.copies, set(filter(None, args.skip.split(","))), work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

