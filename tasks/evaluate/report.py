@@ -166,8 +166,8 @@ def format_config(summary: Mapping[str, Any]) -> str:
     lines = [settings, *("  " + line for line in [*spans, *documents])]
     lines.append(
         f"  mean of {summary['n_corpora']} corpora ({summary['score_metric']}): "
-        f"{summary['score_mean']:.1f}; worst {summary['score_min']:.1f}, "
-        f"{summary['worst_corpus']} *"
+        f"{summary['score_mean']:.1f}; * worst corpus: {summary['worst_corpus']} "
+        f"({summary['score_min']:.1f})"
     )
     return "\n".join(lines)
 

@@ -361,7 +361,7 @@ def summarize(
         means = [c[f"{metric}_mean"] for c in corpora if f"{metric}_mean" in c]
         out[f"{metric}_mean"], out[f"{metric}_min"] = _mean_min(means)
     out["score_mean"], out["score_min"] = _mean_min([c["score"] for c in corpora])
-    kinds = dict.fromkeys(c["metric"] for c in corpora)
+    kinds = [m for m in (SPAN_SCORE, DOC_SCORE) if any(c["metric"] == m for c in corpora)]
     out["score_metric"] = " / ".join(metric_name(m, k) for m in kinds)
     worst = min(corpora, key=lambda c: c["score"], default=None)
     out["worst_corpus"] = f"{worst['dataset']}/{worst['corpus_id']}" if worst else ""

@@ -133,4 +133,4 @@ def test_evaluate_prints_one_row_per_corpus_and_marks_the_worst(
     assert any(line.startswith(f"{spec}  [retrieval lexical") for line in lines)
     assert sum("chunking/" in line for line in lines) >= 3  # two corpus rows and the worst line
     assert any("mean of 2 corpora" in line for line in lines)
-    assert any("* worst corpus by recall: chunking/" in line for line in lines)
+    assert any("(recall@5): " in line and "* worst corpus: chunking/" in line for line in lines)
