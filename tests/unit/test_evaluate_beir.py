@@ -29,50 +29,7 @@ from tasks.evaluate import (
     parse_spec,
     write_results,
 )
-from tests.conftest import SHARED
-
-SCIFACT = SHARED / "eval" / "beir" / "scifact-train"
-
-#: A hand-written BEIR set: four short documents, three queries, graded judgements.
-DOCUMENTS = [
-    ("d1", "Varroa mites", "Varroa mites feed on honey bee brood and weaken the colony."),
-    ("d2", "Oxalic acid", "Oxalic acid treats varroa mites in winter when the colony has no brood."),
-    ("d3", "Swarming", "Colonies swarm in spring when the hive is crowded."),
-    ("d4", "Honey harvest", "Beekeepers take the honey off in late summer."),
-]
-QUERIES = [
-    ("q1", "oxalic acid winter treatment"),
-    ("q2", "when do colonies swarm?"),
-    ("q3", "what do beekeepers do in late summer"),
-]
-#: q1: d2 very relevant (2), d1 relevant (1); q2: d3; q3: d4 and d3, d1 judged not relevant.
-QRELS = [
-    ("q1", "d2", 2),
-    ("q1", "d1", 1),
-    ("q2", "d3", 1),
-    ("q3", "d4", 1),
-    ("q3", "d3", 1),
-    ("q3", "d1", 0),
-]
-
-
-def write_beir(
-    folder: Path,
-    documents: Sequence[tuple[str, str, str]] = DOCUMENTS,
-    queries: Sequence[tuple[str, str]] = QUERIES,
-    qrels: Sequence[tuple[str, str, object]] = QRELS,
-    qrels_name: str = "qrels.tsv",
-) -> Path:
-    """Write a BEIR folder (the qrels with CRLF line ends, as BEIR's SciFact files have)."""
-    (folder / qrels_name).parent.mkdir(parents=True, exist_ok=True)
-    corpus = [{"_id": i, "title": t, "text": x, "metadata": {}} for i, t, x in documents]
-    (folder / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
-    lines = [json.dumps({"_id": i, "text": t, "metadata": {"d1": "an answer"}}) for i, t in queries]
-    (folder / "queries.jsonl").write_text("\n".join(lines) + "\n")
-    rows = ["query-id\tcorpus-id\tscore", *("\t".join(map(str, r)) for r in qrels)]
-    (folder / qrels_name).write_bytes("\r\n".join(rows).encode() + b"\r\n")
-    return folder
-
+from tests.beir_sets import DOCUMENTS, QRELS, QUERIES, SCIFACT, expected_lexical_ndcg, write_beir
 
 # --- the metrics, by hand -----------------------------------------------------------------
 
@@ -109,7 +66,9 @@ def test_load_beir(tmp_path: Path) -> None:
     assert is_beir(folder) and find_datasets(tmp_path) == [folder]
     dataset = load_dataset(folder)
     assert dataset.is_beir and dataset.name == "bees"
-    assert dataset.corpora["d3"] == "# Swarming\n\nColonies swarm in spring when the hive is crowded."
+    assert (
+        dataset.corpora["d3"] == "# Swarming\n\nColonies swarm in spring when the hive is crowded."
+    )
     assert dataset.titles["d1"] == "Varroa mites"
     assert [(q.query_id, q.text) for q in dataset.questions] == QUERIES
     assert dataset.qrels[0] == {"d2": 2, "d1": 1} and dataset.qrels[2]["d1"] == 0
@@ -207,17 +166,6 @@ def _span_set(folder: Path) -> Path:
         ref = [{"content": "colonies swarm", "start_index": 31, "end_index": 45}]
         writer.writerow(["when do colonies swarm?", json.dumps(ref), "c"])
     return folder
-
-
-def expected_lexical_ndcg() -> list[float]:
-    """nDCG@10 of the hand-written set under BM25 (``retrieval=lexical``), by hand.
-
-    q1 "oxalic acid winter treatment": only d2 has any of its words (d1 has none:
-    "treatment" and "treats" stem apart) -> [d2]: DCG 2, ideal [2, 1]: 2 + 1/log2(3).
-    q2 "colonies swarm": d3 has both words, d1 and d2 "colony" only -> d3 first: 1.
-    q3 "beekeepers late summer": only d4 -> [d4]: DCG 1, ideal [1, 1]: 1 + 1/log2(3).
-    """
-    return [2 / (2 + 1 / math.log2(3)), 1.0, 1 / (1 + 1 / math.log2(3))]
 
 
 def test_a_beir_set_is_scored_by_documents_beside_a_span_set(tmp_path: Path) -> None:
