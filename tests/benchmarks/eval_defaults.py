@@ -58,7 +58,10 @@ DEFAULT = "auto:chunk_size=200,chunk_overlap=50,length_unit=model_tokens"
 RANKINGS = (
     "retrieval=dense",
     "retrieval=lexical",
-    *(f"retrieval=hybrid,fusion=absolute,dense_weight={w}" for w in WEIGHTS),
+    *(
+        f"retrieval=hybrid,fusion=absolute,dense_weight={w}"
+        for w in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
+    ),
     "retrieval=hybrid,fusion=absolute,dense_weight=0.25,per_source=1",
 )
 
