@@ -284,6 +284,30 @@ def test_per_source_returns_distinct_sources(collection: Path) -> None:
         Retriever(collection, per_source=0)
 
 
+def test_per_source_from_the_cli_and_the_api(
+    collection: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import docflow
+    from flows.cli import main
+
+    question = "winter colony brood varroa mites"
+    args = ["query", question, "-k", "4", "--data-dir", str(collection), "--json"]
+    assert main([*args, "--per-source", "1"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    sources = [r["source"] for r in payload["results"]]
+    assert payload["per_source"] == 1 and sorted(sources) == ["guide.md", "notes.md"]
+    monkeypatch.setenv("DOCFLOW_PER_SOURCE", "1")
+    assert main(args) == 0
+    assert [r["source"] for r in json.loads(capsys.readouterr().out)["results"]] == sources
+    monkeypatch.delenv("DOCFLOW_PER_SOURCE")
+    assert main([*args, "--per-source", "0"]) == 2
+    assert "--per-source" in capsys.readouterr().err
+    hits = docflow.query(question, data_dir=collection, k=4, per_source=1)
+    assert [h.source for h in hits] == sources
+
+
 def test_where_filters_both_sides(collection: Path) -> None:
     for method in ("hybrid", "dense", "lexical"):
         with Retriever(collection, retrieval=method) as r:
