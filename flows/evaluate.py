@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
@@ -67,7 +68,7 @@ def evaluate_configs_task(
     embedder = Embedder(params.model, batch_size=batch_size, backend=params.embed_backend)
     cache = EmbeddingCache.open(Path(data_dir)) if data_dir else None
 
-    def embed(texts: Sequence[str]) -> Any:
+    def embed(texts: Sequence[str]) -> np.ndarray:
         if cache is None:
             return embedder.embed(texts)
         return embed_with_cache(embedder, cache, texts)[0]
