@@ -6,7 +6,8 @@
 - :mod:`tasks.evaluate.metrics`: recall, precision, IoU, precision_Ω of one question;
   nDCG@10, recall@10 and @100, MRR@10 of one BEIR query;
 - :mod:`tasks.evaluate.scoring`: chunk, embed, retrieve (dense, lexical or hybrid, as a
-  query does) and score, per corpus and over corpora;
+  query does) and score each question;
+- :mod:`tasks.evaluate.summary`: per corpus and over corpora, the runs of configurations;
 - :mod:`tasks.evaluate.report`: Parquet files, the plot and the printed tables.
 
 This package is the pure core; the Prefect flow is :mod:`flows.evaluate`.
@@ -43,13 +44,11 @@ from tasks.evaluate.scoring import (
     Chunks,
     Embed,
     chunk_dataset,
-    evaluate_config,
-    evaluate_configs,
     precision_omega_scores,
     retrieve,
     score_questions,
-    summarize,
 )
+from tasks.evaluate.summary import evaluate_config, evaluate_configs, summarize
 
 __all__ = [
     "DEFAULT_K",
