@@ -107,7 +107,7 @@ def plot_recall_iou(summary: Sequence[Mapping[str, Any]], path: Path) -> Path:
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=7, frameon=False)
         ax.set_xlabel(f"{x_name} (mean over corpora × 100)")
         ax.set_ylabel(f"{y_name} (mean over corpora × 100)")
-        ax.set_title(f"Retrieval evaluation, k = {k}" if x_key == "iou" else "BEIR sets")
+        ax.set_title(f"Span sets, k = {k}" if x_key == "iou" else "BEIR sets")
         ax.grid(True, alpha=0.3)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png", bbox_inches="tight")
