@@ -5,6 +5,7 @@
     hits = docflow.query("when do bees swarm?", data_dir="data", k=3)
     with docflow.Retriever("data", "docflow", retrieval="hybrid") as retriever:
         hits = retriever.search("varroa treatment in winter", where={"source": "varroa.md"})
+        pages = retriever.search("swarming", k=5, per_source=1)  # five distinct files
 
 ``docflow.query`` returns a list of :class:`Hit`, best first (not the CLI's ``--json``
 object). Each has ``chunk_id``, ``source``, ``score`` (what it was ranked by),

@@ -1,9 +1,11 @@
-"""The ``evaluate`` flow: score configurations on span-annotated retrieval data sets.
+"""The ``evaluate`` flow: score configurations on span-annotated and BEIR-format data sets.
 
 One task loads the data sets, one task per chunking (configurations that differ only in
 how they retrieve share its chunks and vectors) chunks, embeds, retrieves and scores
-(:mod:`tasks.evaluate`), and a last task writes the Parquet files and the recall-vs-IoU
-plot. The summary is also published as a Prefect table artifact.
+(:mod:`tasks.evaluate`), and a last task writes the Parquet files and the plot. Vectors go
+through the embedding cache of a data dir, so a later evaluation of the same chunks (another
+ranking, a rerun) embeds nothing again. The summary is also published as a Prefect table
+artifact.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows.artifacts import artifact_key
-from tasks.embed.model import DEFAULT_MODEL, Embedder
+from tasks.embed.cache import EmbeddingCache
+from tasks.embed.model import DEFAULT_MODEL, Embedder, embed_with_cache
 from tasks.evaluate import (
     DEFAULT_K,
+    DOC_METRICS,
     METRICS,
     PLOT_FILE,
     Dataset,
@@ -40,7 +45,7 @@ DEFAULT_OUT = "data/eval"
 
 
 def default_datasets() -> list[str]:
-    """Return every data set under ../shared/eval (chunking, retrieval...)."""
+    """Return every data set under ../shared/eval (chunking, retrieval, beir/scifact-train...)."""
     return [str(p) for p in find_datasets(EVAL_ROOT)]
 
 
@@ -52,23 +57,38 @@ def load_datasets_task(paths: list[str]) -> list[Dataset]:
 
 @task(name="evaluate-chunking", cache_policy=NO_CACHE)
 def evaluate_configs_task(
-    datasets: list[Dataset], configs: list[EvalConfig], k: int, batch_size: int
+    datasets: list[Dataset],
+    configs: list[EvalConfig],
+    k: int,
+    batch_size: int,
+    data_dir: str | None,
 ) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """Chunk and embed once, then retrieve and score with each configuration."""
+    """Chunk and embed once (through the cache of ``data_dir``), then retrieve and score."""
     params = configs[0].params
     embedder = Embedder(params.model, batch_size=batch_size, backend=params.embed_backend)
-    results = evaluate_configs(datasets, configs, embedder.embed, k)
+    cache = EmbeddingCache.open(Path(data_dir)) if data_dir else None
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        if cache is None:
+            return embedder.embed(texts)
+        return embed_with_cache(embedder, cache, texts)[0]
+
+    try:
+        results = evaluate_configs(datasets, configs, embed, k)
+    finally:
+        if cache is not None:
+            cache.close()
     for summary, _ in results:
         if params.embed_backend == "auto":  # say what auto chose on this machine
             summary["embed_backend"] = f"auto ({embedder.backend})"
         get_run_logger().info(
-            "%s: %d chunks, recall %.1f (worst %.1f, %s), IoU %.1f",
+            "%s: %d chunks, %s %.1f (worst %.1f, %s)",
             summary["config"],
             summary["n_chunks"],
-            summary["recall_mean"],
-            summary["recall_min"],
+            summary["score_metric"],
+            summary["score_mean"],
+            summary["score_min"],
             summary["worst_corpus"],
-            summary["iou_mean"],
         )
     return results
 
@@ -90,8 +110,8 @@ def write_results_task(
 def _artifact_rows(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for r in summary:
-        row = {k: r[k] for k in ("config", "n_chunks", "worst_corpus")}
-        for m in METRICS:
+        row = {k: r[k] for k in ("config", "n_chunks", "score_metric", "worst_corpus")}
+        for m in ("score", *METRICS, *DOC_METRICS):
             for stat in ("mean", "min"):
                 value = r[f"{m}_{stat}"]
                 row[f"{m}_{stat}"] = None if math.isnan(value) else round(value, 2)
@@ -120,17 +140,22 @@ def evaluate(
     dense_weight: float | None = None,
     fusion: str | None = None,
     stop_words: bool | None = None,
+    per_source: int | None = None,
+    data_dir: str | None = "data",
 ) -> dict[str, Any]:
     """Evaluate each configuration (``NAME:KEY=VALUE,...``) on every data set.
 
     ``embed_backend`` and the query settings (``retrieval``, ``dense_weight``, ``fusion``,
-    ``stop_words``) are the defaults of configurations that do not set them (else
-    docflow's own defaults).
+    ``stop_words``, ``per_source``) are the defaults of configurations that do not set them
+    (else docflow's own defaults). Vectors are read from and written to the embedding
+    cache of ``data_dir`` (None: no cache).
 
     Returns:
-        The data sets, k, one summary per configuration (per corpus: mean and population
-        std × 100 of recall, precision, IoU and precision_Ω; over corpora: their mean and
-        minimum, and the worst corpus) and the paths of the files written.
+        The data sets, k, one summary per configuration (per span corpus: mean and
+        population std × 100 of recall, precision, IoU and precision_Ω; per BEIR set:
+        nDCG@10, recall@10, recall@100, MRR@10; over corpora: each metric's mean and
+        minimum, the score's (recall@k or nDCG@10, per corpus) and the worst corpus) and
+        the paths of the files written.
 
     """
     paths = datasets or default_datasets()
@@ -139,6 +164,7 @@ def evaluate(
         "dense_weight": dense_weight,
         "fusion": fusion,
         "stop_words": stop_words,
+        "per_source": per_source,
     }
     configs = [
         parse_spec(s, model, embed_backend, {k: v for k, v in ranking.items() if v is not None})
@@ -147,7 +173,7 @@ def evaluate(
     data = load_datasets_task(paths)
     by_label: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for group in _groups(configs):
-        for summary, rows in evaluate_configs_task(data, group, k, batch_size):
+        for summary, rows in evaluate_configs_task(data, group, k, batch_size, data_dir):
             by_label[summary["config"]] = (summary, rows)
     summaries = [by_label[c.label][0] for c in configs]
     questions = [row for c in configs for row in by_label[c.label][1]]
@@ -160,7 +186,7 @@ def evaluate(
         key=key,
         description=f"Retrieval evaluation on {', '.join(paths)}: "
         f"{n_questions} questions, k = {k}; mean and minimum over "
-        "corpora × 100",
+        "corpora × 100 (score: recall@k on span corpora, nDCG@10 on BEIR sets)",
     )
     return {
         "datasets": paths,

@@ -27,12 +27,14 @@ def query(
     dense_weight: float = DEFAULT_DENSE_WEIGHT,
     fusion: str = DEFAULT_FUSION,
     stop_words: bool = True,
+    per_source: int | None = None,
 ) -> list[Hit]:
     """Return the ``k`` best chunks for ``text`` as a list of hits, best first.
 
     ``retrieval`` is ``hybrid`` (default), ``dense`` or ``lexical``; ``dense_weight`` and
     ``fusion`` say how ``hybrid`` weighs the two sides (see tasks/retrieval/ranking.py). The
-    vectors come from a Chroma server when ``host`` is given.
+    vectors come from a Chroma server when ``host`` is given. ``per_source`` keeps at most
+    that many chunks of one source file (its best ones), for more distinct documents.
 
     Raises:
         ValueError: For an empty (or whitespace-only) question.
@@ -41,6 +43,6 @@ def query(
     """
     check_question(text)  # before anything is opened or loaded
     with Retriever(
-        data_dir, collection, retrieval, dense_weight, host, port, fusion, stop_words
+        data_dir, collection, retrieval, dense_weight, host, port, fusion, stop_words, per_source
     ) as retriever:
         return retriever.search(text, k=k, where=where)

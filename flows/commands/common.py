@@ -215,7 +215,7 @@ def ingest_options(fn: F) -> F:
 
 
 def ranking_options(fn: F) -> F:
-    """``--retrieval``, ``--dense-weight``, ``--fusion``, ``--stop-words``: query, evaluate."""
+    """``--retrieval``, ``--dense-weight``, ``--fusion``, ``--stop-words``, ``--per-source``."""
     options = [
         click.option(
             "--retrieval",
@@ -242,6 +242,12 @@ def ranking_options(fn: F) -> F:
             default=None,
             help="BM25 side: ignore English function words of the question, or keep them "
             "[ignore; env DOCFLOW_STOP_WORDS].",
+        ),
+        click.option(
+            "--per-source",
+            type=click.IntRange(min=1),
+            help="At most N chunks of one source file in the results (its best), so they "
+            "show more distinct documents [no limit; env DOCFLOW_PER_SOURCE].",
         ),
     ]
     for option in reversed(options):

@@ -1,4 +1,4 @@
-"""``docflow evaluate``: score configurations by span-level retrieval metrics."""
+"""``docflow evaluate``: score configurations by span-level and BEIR document metrics."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import click
 
 from flows.commands.common import (
     EMBED_BACKENDS,
+    check_data_dir,
     errors_to_exit_codes,
     hide_run_failures,
     ranking_options,
@@ -22,15 +23,16 @@ from tasks.common.errors import ConfigError
     "datasets",
     multiple=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="Evaluation data set: a folder with corpora/*.md and questions.csv, or a folder of "
-    "them (repeatable) [every data set under ../shared/eval].",
+    help="Evaluation data set: a folder with corpora/*.md and questions.csv, a BEIR folder "
+    "(corpus.jsonl, queries.jsonl, qrels.tsv), or a folder of them (repeatable) [every data "
+    "set under ../shared/eval].",
 )
 @click.option(
     "--splitter",
     "specs",
     multiple=True,
     help="Configuration NAME[:KEY=VALUE,...] with ingest settings and the query's "
-    "retrieval, dense_weight, fusion, stop_words, e.g. token:chunk_size=278,"
+    "retrieval, dense_weight, fusion, stop_words, per_source, e.g. token:chunk_size=278,"
     "chunk_overlap=139,length_unit=tokens,retrieval=hybrid,fusion=rrf (repeatable) "
     "[docflow's defaults].",
 )
@@ -43,13 +45,27 @@ from tasks.common.errors import ConfigError
     "DOCFLOW_EMBED_BACKEND].",
 )
 @ranking_options
-@click.option("-k", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Top k.")
+@click.option(
+    "-k",
+    "k",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Top k chunks of span sets (BEIR sets rank 100 deep).",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("data/eval"),
     show_default=True,
-    help="Folder for the Parquet files and the recall-vs-IoU plot.",
+    help="Folder for the Parquet files and the plot.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("data"),
+    show_default=True,
+    help="Data folder whose embedding cache the evaluation reads and fills.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def evaluate(
@@ -61,23 +77,32 @@ def evaluate(
     dense_weight: float | None,
     fusion: str | None,
     stop_words: bool | None,
+    per_source: int | None,
     k: int,
     out: Path,
+    data_dir: Path,
     as_json: bool,
 ) -> None:
-    """Score configurations by character-level retrieval recall, precision and IoU.
+    """Score configurations by retrieval recall, precision and IoU, or nDCG@10.
 
-    Per configuration and data set: chunk every corpus, embed chunks and questions,
-    retrieve the top k (dense, lexical or hybrid, as docflow query does), and report
-    recall, precision, IoU and precision_Ω (× 100) per corpus, their mean over corpora and
-    the worst corpus. Writes Parquet files and a PNG plot to --out.
+    Per configuration and data set: chunk every corpus (a BEIR set: every document), embed
+    chunks and questions, retrieve (dense, lexical or hybrid, as docflow query does), and
+    report per span corpus the recall, precision, IoU and precision_Ω of the top k (× 100),
+    per BEIR set nDCG@10, recall@10, recall@100 and MRR@10 over documents, the mean over
+    corpora and the worst corpus. Writes Parquet files and a PNG plot to --out.
 
     Example: docflow evaluate --splitter auto:retrieval=dense --splitter auto:retrieval=hybrid
     """
     from flows.evaluate import EVAL_ROOT
     from tasks.common.config import resolve_query_params
     from tasks.embed.model import DEFAULT_MODEL
-    from tasks.evaluate import default_spec, find_datasets, format_table, parse_spec
+    from tasks.evaluate import (
+        default_spec,
+        find_datasets,
+        format_table,
+        load_dataset,
+        parse_spec,
+    )
 
     with errors_to_exit_codes():
         found = {root: find_datasets(root) for root in list(datasets) or [EVAL_ROOT]}
@@ -86,7 +111,8 @@ def evaluate(
         if missing:
             raise ConfigError(
                 f"evaluation data set not found: {missing[0]} "
-                "(needs corpora/*.md and questions.csv, or folders of them)"
+                "(needs corpora/*.md and questions.csv, or corpus.jsonl, queries.jsonl and "
+                "qrels.tsv, or folders of them)"
             )
         chosen = list(dict.fromkeys(specs)) or [default_spec()]
         given = {
@@ -94,10 +120,14 @@ def evaluate(
             "dense_weight": dense_weight,
             "fusion": fusion,
             "stop_words": stop_words,
+            "per_source": per_source,
         }
         ranking = resolve_query_params(None, given)  # flags, DOCFLOW_* env, defaults
         for spec in chosen:  # bad specs are usage errors, before any flow
             parse_spec(spec, model, embed_backend, ranking.model_dump())
+        check_data_dir(data_dir)
+        for path in paths:  # so is a bad data set (one line, before the flow starts)
+            load_dataset(path)
         from flows.evaluate import evaluate as run
 
         hide_run_failures()
@@ -112,6 +142,8 @@ def evaluate(
             dense_weight=ranking.dense_weight,
             fusion=ranking.fusion,
             stop_words=ranking.stop_words,
+            per_source=ranking.per_source,
+            data_dir=str(data_dir),
         )
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, default=str))

@@ -44,7 +44,8 @@ def _parse_where(pairs: tuple[str, ...]) -> dict[str, str | int | float | bool]:
     "--config",
     "config_file",
     type=click.Path(path_type=Path),
-    help="TOML config file (its [query] table: retrieval, dense_weight, fusion, stop_words).",
+    help="TOML config file (its [query] table: retrieval, dense_weight, fusion, stop_words, "
+    "per_source).",
 )
 @collection_options(tables=False)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
@@ -56,6 +57,7 @@ def query(
     dense_weight: float | None,
     fusion: str | None,
     stop_words: bool | None,
+    per_source: int | None,
     config_file: Path | None,
     data_dir: str,
     collection: str,
@@ -81,6 +83,7 @@ def query(
             "dense_weight": dense_weight,
             "fusion": fusion,
             "stop_words": stop_words,
+            "per_source": per_source,
         }
         settings = resolve_query_params(config_file, given)
         filters = _parse_where(where)
@@ -93,6 +96,7 @@ def query(
             chroma_port,
             settings.fusion,
             settings.stop_words,
+            settings.per_source,
         ) as retriever:
             hits = retriever.search(text, k=k, where=filters)
             unknown = []

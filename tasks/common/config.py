@@ -408,6 +408,12 @@ class QueryParams(BaseModel):
         description="lexical side: ignore English function words (when, the, what...) "
         "in the question.",
     )
+    per_source: int | None = Field(
+        None,
+        ge=1,
+        description="at most this many chunks of one source (file or document) in the "
+        "results, kept after ranking (None: no limit).",
+    )
 
 
 def resolve_query_params(

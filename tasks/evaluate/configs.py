@@ -2,8 +2,8 @@
 
 A configuration is written ``NAME[:KEY=VALUE,...]``: NAME is a splitter, the keys are
 ingest settings (``chunk_size``, ``chunk_overlap``, ``length_unit``, ``model``,
-``embed_backend``...) and the query settings ``retrieval``, ``dense_weight``, ``fusion``
-and ``stop_words``, e.g.
+``embed_backend``...) and the query settings ``retrieval``, ``dense_weight``, ``fusion``,
+``stop_words`` and ``per_source``, e.g.
 ``token:chunk_size=278,chunk_overlap=139,length_unit=tokens,retrieval=hybrid,fusion=rrf``.
 Anything not given is docflow's default, so ``auto`` alone is the configuration a new user
 gets from ``docflow ingest`` and ``docflow query``.
@@ -52,6 +52,7 @@ class EvalConfig:
             "dense_weight": self.dense_weight,
             "fusion": self.ranking.fusion,
             "stop_words": self.ranking.stop_words,
+            "per_source": self.ranking.per_source,
         }
 
     def chunking(self) -> tuple[str, str, str, str]:
@@ -78,7 +79,7 @@ def default_spec() -> str:
 
 
 def _coerce(name: str, value: str) -> Any:
-    if name in ("chunk_size", "chunk_overlap"):
+    if name in ("chunk_size", "chunk_overlap", "per_source"):
         return int(value)
     return float(value) if name == "dense_weight" else value
 
@@ -93,9 +94,9 @@ def parse_spec(
 
     NAME is any splitter ``build_splitter`` knows (semantic ones too); keys are IngestParams
     fields and the query settings (``retrieval``, ``dense_weight``, ``fusion``,
-    ``stop_words``). The other arguments are the defaults of settings the spec does not
-    give (e.g. from ``--model``, ``DOCFLOW_EMBED_BACKEND`` or ``--fusion``); ``ranking``
-    holds query settings by name (None: not given).
+    ``stop_words``, ``per_source``). The other arguments are the defaults of settings the
+    spec does not give (e.g. from ``--model``, ``DOCFLOW_EMBED_BACKEND`` or ``--fusion``);
+    ``ranking`` holds query settings by name (None: not given).
 
     Raises:
         ConfigError: For an unknown splitter or key, or a bad value.

@@ -1,9 +1,13 @@
-"""Evaluation data sets: corpora plus span-annotated questions, read from a folder.
+"""Evaluation data sets: corpora plus questions, read from a folder, in one of two formats.
 
-A data set is a folder with ``corpora/<corpus_id>.md`` and ``questions.csv`` (columns
-``question``, ``references``, ``corpus_id``; references are a JSON list of half-open
-character spans ``{"content", "start_index", "end_index"}`` with ``content ==
-corpus[start:end]``), the format of ../shared/eval/chunking and ../shared/eval/retrieval.
+- *span sets*: a folder with ``corpora/<corpus_id>.md`` and ``questions.csv`` (columns
+  ``question``, ``references``, ``corpus_id``; references are a JSON list of half-open
+  character spans ``{"content", "start_index", "end_index"}`` with ``content ==
+  corpus[start:end]``), the format of ../shared/eval/chunking and ../shared/eval/retrieval;
+- *BEIR sets*: documents, queries and graded relevance judgements
+  (:mod:`tasks.evaluate.beir`), the format of ../shared/eval/beir/scifact-train.
+
+Both load as a :class:`Dataset`; a BEIR set has one corpus per document, and ``qrels``.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.common.errors import ConfigError
@@ -21,49 +25,85 @@ Interval = tuple[int, int]
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """One question with the reference spans (half-open, disjoint) that answer it."""
+    """One question with the reference spans (half-open, disjoint) that answer it.
+
+    A BEIR query has no corpus and no spans: its id, and its judgements in the Dataset.
+    """
 
     text: str
     corpus_id: str
     references: tuple[Interval, ...]
+    query_id: str = ""
 
 
 @dataclass(frozen=True)
 class Dataset:
-    """The corpora (id to text) and the questions over them; ``name`` is the folder's."""
+    """The corpora (id to text) and the questions over them; ``name`` is the folder's.
+
+    A BEIR set (:attr:`is_beir`) has one corpus per document (its title as a Markdown
+    heading, then its text), the documents' ``titles`` and, per question, its graded
+    judgements ``qrels`` (document id to relevance; unjudged documents are not relevant).
+    """
 
     corpora: Mapping[str, str]
     questions: tuple[Question, ...]
     path: str = ""
     name: str = "dataset"
+    titles: Mapping[str, str] = field(default_factory=dict)
+    qrels: tuple[Mapping[str, int], ...] = ()
+
+    @property
+    def is_beir(self) -> bool:
+        """Return whether the questions are judged by documents (BEIR), not by spans."""
+        return bool(self.qrels)
 
 
 def is_dataset(path: Path) -> bool:
-    """Return whether ``path`` is a data set folder (``corpora/`` and ``questions.csv``)."""
+    """Return whether ``path`` is a span set folder (``corpora/`` and ``questions.csv``)."""
     return (path / "corpora").is_dir() and (path / "questions.csv").is_file()
 
 
-def find_datasets(root: Path) -> list[Path]:
-    """Return every data set folder directly under ``root`` (sorted), or ``root`` itself."""
-    if is_dataset(root):
+def is_any_dataset(path: Path) -> bool:
+    """Return whether ``path`` is a data set folder of either format."""
+    from tasks.evaluate.beir import is_beir
+
+    return is_dataset(path) or is_beir(path)
+
+
+def find_datasets(root: Path, depth: int = 2) -> list[Path]:
+    """Return ``root`` if it is a data set, else every data set below it (sorted).
+
+    Sets are looked for ``depth`` folders down, so ``../shared/eval`` finds its span sets
+    and ``beir/scifact-train``.
+    """
+    if is_any_dataset(root):
         return [root]
-    if not root.is_dir():
+    if depth == 0 or not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if is_dataset(p))
+    return [
+        found
+        for child in sorted(p for p in root.iterdir() if p.is_dir())
+        for found in find_datasets(child, depth - 1)
+    ]
 
 
 def load_dataset(path: Path) -> Dataset:
-    """Read ``path/corpora/*.md`` and ``path/questions.csv``.
+    """Read a data set folder: ``corpora/*.md`` and ``questions.csv``, or a BEIR set.
 
     Raises:
         ConfigError: If the folder or its files are missing, or a reference does not match
-            its corpus text.
+            its corpus text (span sets); for a bad or inconsistent BEIR set.
 
     """
+    from tasks.evaluate.beir import is_beir, load_beir
+
+    if is_beir(path):
+        return load_beir(path)
     corpora_dir, questions_file = path / "corpora", path / "questions.csv"
     if not is_dataset(path):
         raise ConfigError(
-            f"evaluation data set not found: {path} (needs corpora/*.md and questions.csv)"
+            f"evaluation data set not found: {path} (needs corpora/*.md and questions.csv, "
+            "or corpus.jsonl, queries.jsonl and qrels.tsv)"
         )
     corpora = {p.stem: p.read_text(encoding="utf-8") for p in sorted(corpora_dir.glob("*.md"))}
     questions = []

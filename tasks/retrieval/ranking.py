@@ -29,6 +29,11 @@
   every ``w`` from 0.2 to 0.3 (the default is their middle, 0.25), and it beats the others
   on the mean and on the worst corpus; they are kept for ``docflow evaluate`` to compare.
 
+``per_source`` (off by default) keeps at most that many chunks of one source (a file, a
+document) in the results, collapsing the ranked list after fusion: a source keeps its best
+chunks, the places of the others go to the next sources, so ``k`` results show more distinct
+documents. With it, each side proposes :data:`SOURCE_DEPTH` times as many candidates.
+
 The ranking functions here are pure (:func:`rank`), shared by the
 :class:`~tasks.retrieval.retriever.Retriever` and ``docflow evaluate``, so an evaluation
 scores exactly what a query returns.
@@ -48,6 +53,9 @@ from tasks.common.errors import ConfigError
 RETRIEVALS: tuple[str, ...] = get_args(Retrieval)
 #: Candidates each side proposes for one question (at least ``k``).
 CANDIDATES = 50
+#: With ``per_source``, each side proposes this many times more candidates (a source has
+#: several chunks, and the collapsed list must still hold ``k``).
+SOURCE_DEPTH = 3
 #: ``rrf``: the constant of reciprocal-rank fusion (Cormack et al., 2009).
 RRF_K = 60
 #: ``confidence``: a side's margin is its best score over the mean of its next this many.
@@ -57,6 +65,8 @@ CONFIDENCE_DEPTH = 10
 Scores = Mapping[str, float]
 #: Scores of chosen chunk ids on one side.
 ScoreOf = Callable[[Sequence[str]], Scores]
+#: The source (file, document) of chosen chunk ids.
+SourceOf = Callable[[Sequence[str]], Mapping[str, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +168,21 @@ def fuse(
     return ranked
 
 
-def _top(scores: Scores, k: int) -> list[str]:
-    return sorted(scores, key=lambda i: (-scores[i], i))[:k]
+def candidates(k: int, per_source: int | None = None) -> int:
+    """Return how many candidates each side proposes for ``k`` results."""
+    return max(k, CANDIDATES) * (SOURCE_DEPTH if per_source else 1)
+
+
+def collapse(ids: Sequence[str], per_source: int, source_of: Mapping[str, str]) -> list[str]:
+    """Return ``ids`` in order with at most ``per_source`` of each source (the first ones)."""
+    seen: dict[str, int] = {}
+    kept = []
+    for i in ids:
+        source = source_of.get(i, i)  # an id without a known source is its own
+        seen[source] = seen.get(source, 0) + 1
+        if seen[source] <= per_source:
+            kept.append(i)
+    return kept
 
 
 def rank(
@@ -169,29 +192,42 @@ def rank(
     lexical_top: Scores,
     dense_of: ScoreOf | None,
     lexical_of: ScoreOf | None,
+    source_of: SourceOf | None = None,
 ) -> list[Ranked]:
     """Return the ``k`` best chunks by ``ranking`` from each side's candidates.
 
     Args:
-        ranking: The retrieval (``dense``, ``lexical`` or ``hybrid``), and for ``hybrid``
-            its fusion and dense weight.
+        ranking: The retrieval (``dense``, ``lexical`` or ``hybrid``), for ``hybrid`` its
+            fusion and dense weight, and ``per_source``.
         k: How many to return.
         dense_top: The dense side's candidates: cosine by id (empty for ``lexical``).
         lexical_top: The lexical side's candidates: relative BM25 (empty for ``dense``).
         dense_of: Exact dense scores of given ids (None: not available).
         lexical_of: Exact lexical scores of given ids (None: not available).
+        source_of: The sources of given ids; needed for ``per_source`` (None: each id is
+            its own source).
 
     """
     retrieval = ranking.retrieval
+    per_source = ranking.per_source
+
+    def collapsed(ids: list[str]) -> list[str]:
+        if not per_source:
+            return ids[:k]
+        sources = source_of(ids) if source_of is not None else {}
+        return collapse(ids, per_source, sources)[:k]
+
     if retrieval == "hybrid":
         dense, lexical = dict(dense_top), dict(lexical_top)
         if dense_of is not None:
             dense.update(dense_of(sorted(set(lexical) - set(dense))))
         if lexical_of is not None:
             lexical.update(lexical_of(sorted(set(dense) - set(lexical))))
-        return fuse(dense, lexical, ranking.dense_weight, ranking.fusion)[:k]
+        fused = fuse(dense, lexical, ranking.dense_weight, ranking.fusion)
+        by_id = {r.chunk_id: r for r in fused}
+        return [by_id[i] for i in collapsed([r.chunk_id for r in fused])]
     own, other_of = (dense_top, lexical_of) if retrieval == "dense" else (lexical_top, dense_of)
-    ids = _top(own, k)
+    ids = collapsed(sorted(own, key=lambda i: (-own[i], i)))
     other = other_of(ids) if other_of is not None and ids else {}
     return [
         Ranked(

@@ -27,8 +27,8 @@ from tasks.index.lexical import LexicalIndex, database_path
 from tasks.index.manifest import serving_collection
 from tasks.index.store import ChromaStore, Hit, Scalar, chroma_server
 from tasks.retrieval.ranking import (
-    CANDIDATES,
     Scores,
+    candidates,
     check_question,
     check_retrieval,
     cosine,
@@ -86,14 +86,17 @@ class Retriever:
         port: int = 8000,
         fusion: str = DEFAULT_FUSION,
         stop_words: bool = True,
+        per_source: int | None = None,
     ):
         """Open the serving collection's vector store and lexical index.
 
         The vectors are on the Chroma server ``host`` when given, else on the one the data
-        dir recorded when it was written, else in its embedded store.
+        dir recorded when it was written, else in its embedded store. ``per_source`` is
+        the searches' default (see :meth:`search`).
 
         Raises:
-            ConfigError: For an unknown method or fusion, a bad weight, a data dir that
+            ConfigError: For an unknown method or fusion, a bad weight or per_source, a
+                data dir that
                 does not exist, or a collection that does not exist (naming those that do).
             StoreError: If a lexical ranking is asked of a collection without a lexical
                 index.
@@ -107,6 +110,7 @@ class Retriever:
                 "dense_weight": dense_weight,
                 "fusion": fusion,
                 "stop_words": stop_words,
+                "per_source": per_source,
             },
         )
         self.closed = False
@@ -173,25 +177,38 @@ class Retriever:
         vector: np.ndarray = self._embedder.embed([text])[0]
         return vector
 
-    def search(self, text: str, k: int = 5, where: Mapping[str, Scalar] | None = None) -> list[Hit]:
+    def search(
+        self,
+        text: str,
+        k: int = 5,
+        where: Mapping[str, Scalar] | None = None,
+        per_source: int | None = None,
+    ) -> list[Hit]:
         """Return the ``k`` best chunks for ``text``, best first.
 
         ``where`` keeps only chunks whose metadata has these values (both sides); it never
-        changes a chunk's score. Each hit carries its final score and each side's score
-        (cosine; BM25 relative to the question's words; None where the method did not
-        compute it: the cosine of a ``lexical`` search).
+        changes a chunk's score. ``per_source`` keeps at most that many chunks of one
+        source file (its best; default: the Retriever's, else no limit), so the ``k``
+        hits show more distinct documents. Each hit carries its final score and each
+        side's score (cosine; BM25 relative to the question's words; None where the
+        method did not compute it: the cosine of a ``lexical`` search).
 
         Raises:
-            ValueError: For an empty (or whitespace-only) question.
+            ValueError: For an empty (or whitespace-only) question, or a per_source below 1.
             StoreError: If the retriever is closed.
 
         """
         check_question(text)
         self._check_open()
-        n = max(k, CANDIDATES)
-        stop_words = self.ranking.stop_words
+        ranking = self.ranking
+        if per_source is not None:
+            if per_source < 1:
+                raise ValueError(f"per_source must be at least 1, got {per_source}")
+            ranking = ranking.model_copy(update={"per_source": per_source})
+        n = candidates(k, ranking.per_source)
+        stop_words = ranking.stop_words
         records: dict[str, tuple[str, dict[str, Any]]] = {}
-        vector = self.embed(text) if self.ranking.retrieval != "lexical" else None
+        vector = self.embed(text) if ranking.retrieval != "lexical" else None
         dense_top: dict[str, float] = {}
         if vector is not None:
             for hit in self.store.query(vector, k=n, where=where):
@@ -200,7 +217,7 @@ class Retriever:
         words = self.words
         lexical_top = (
             words.search(text, n, where, stop_words)
-            if words and self.ranking.retrieval != "dense"
+            if words and ranking.retrieval != "dense"
             else {}
         )
 
@@ -216,13 +233,18 @@ class Retriever:
             assert words is not None
             return words.scores(text, ids, where, stop_words)
 
+        def source_of(ids: Sequence[str]) -> dict[str, str]:
+            self._fetch([i for i in ids if i not in records], into=records)
+            return {i: str(records[i][1].get("source", "")) for i in ids if i in records}
+
         ranked = rank(
-            self.ranking,
+            ranking,
             k,
             dense_top,
             lexical_top,
             dense_of if vector is not None else None,
             lexical_of if words is not None else None,
+            source_of,
         )
         self._fetch([r.chunk_id for r in ranked if r.chunk_id not in records], into=records)
         return [

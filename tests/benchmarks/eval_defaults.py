@@ -1,14 +1,22 @@
 """The evaluation behind docflow's defaults (docs/retrieval.md, "Choosing the default").
 
-Runs ``docflow evaluate --json`` on every shared data set (../shared/eval) once per embed
-backend, over a grid of chunkings, each with dense, lexical, the previous default (min-max
-fusion, dense weight 0.5, function words kept) and the ``absolute`` fusion at several
-weights, then prints the tables docs/retrieval.md quotes: per chunking (mean and worst corpus),
-per ranking (averaged over chunkings), and the backends compared corpus by corpus.
+The chunking grid runs ``docflow evaluate --json`` on the shared span sets (../shared/eval)
+once per embed backend, over a grid of chunkings, each with dense, lexical, the previous
+default (min-max fusion, dense weight 0.5, function words kept) and the ``absolute`` fusion
+at several weights, then prints the tables docs/retrieval.md quotes: per chunking (mean and
+worst corpus), per ranking (averaged over chunkings), and the backends compared corpus by
+corpus.
+
+The ranking grid (``--rankings``) runs the default chunking on every shared set of both
+kinds, the BEIR set scifact-train included (~5 min of embedding on a CPU, then cached in
+``--data-dir``), with each ranking, and prints the score per corpus (recall@5, nDCG@10), the
+mean, the worst corpus, and whether the fused ranking keeps within a point of the better
+single side on every corpus.
 
     python -m tests.benchmarks.eval_defaults                 # all three backends (~90 min)
     python -m tests.benchmarks.eval_defaults --backends onnx --out bench-results/eval
     python -m tests.benchmarks.eval_defaults --report-only   # tables from earlier runs
+    python -m tests.benchmarks.eval_defaults --rankings --backends onnx   # ~10 min
 
 Not part of ``make bench`` (it takes a while and measures quality, not speed).
 """
@@ -46,6 +54,24 @@ WEIGHTS = (0.15, 0.2, 0.25, 0.3, 0.35, 0.5)
 PREVIOUS = "retrieval=hybrid,fusion=minmax,dense_weight=0.5,stop_words=false"
 BACKENDS = ("onnx-int8", "onnx", "torch")
 DEFAULT = "auto:chunk_size=200,chunk_overlap=50,length_unit=model_tokens"
+#: The ranking grid at the default chunking: each side alone, then fused rankings.
+RANKINGS = (
+    "retrieval=dense",
+    "retrieval=lexical",
+    *(
+        f"retrieval=hybrid,fusion=absolute,dense_weight={w}"
+        for w in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
+    ),
+    "retrieval=hybrid,fusion=absolute,dense_weight=0.25,per_source=1",
+)
+
+
+def span_sets() -> list[str]:
+    """Return the shared span sets (the chunking grid leaves the BEIR sets out: too slow)."""
+    from flows.evaluate import default_datasets
+    from tasks.evaluate import is_beir
+
+    return [p for p in default_datasets() if not is_beir(Path(p))]
 
 
 def specs() -> list[str]:
@@ -58,16 +84,44 @@ def specs() -> list[str]:
     return out
 
 
-def run(backend: str, out: Path) -> Path:
-    """Run the grid through the CLI with one backend; return its JSON file."""
+def run(backend: str, out: Path, rankings: bool = False, data_dir: str = "data") -> Path:
+    """Run a grid through the CLI with one backend; return its JSON file."""
+    name = f"rankings-{backend}" if rankings else backend
     args = [sys.executable, "-m", "flows", "evaluate", "--embed-backend", backend, "--json"]
-    args += ["--out", str(out / f"eval-{backend}")]
-    for spec in specs():
+    args += ["--out", str(out / f"eval-{name}"), "--data-dir", data_dir]
+    if not rankings:
+        args += [x for path in span_sets() for x in ("--dataset", path)]
+    for spec in [f"{DEFAULT},{r}" for r in RANKINGS] if rankings else specs():
         args += ["--splitter", spec]
     result = subprocess.run(args, capture_output=True, text=True, check=True)
-    path = out / f"{backend}.json"
+    path = out / f"{name}.json"
     path.write_text(result.stdout, encoding="utf-8")
     return path
+
+
+def _ranking(row: dict[str, Any]) -> str:
+    return str(row["config"]).removeprefix(f"{DEFAULT},")
+
+
+def report_rankings(path: Path) -> None:
+    """Print the score of each ranking per corpus, the mean, the worst, and the 1-point rule."""
+    rows = json.loads(path.read_text(encoding="utf-8"))["configs"]
+    by = {_ranking(r): r for r in rows}
+    corpora = [f"{c['dataset']}/{c['corpus_id']}" for c in rows[0]["corpora"]]
+    print(f"\nat {DEFAULT}: score per corpus ({rows[0]['score_metric']}), mean, worst")
+    print("  " + " | ".join(["ranking", *corpora, "mean", "worst", "rule"]))
+    sides = [by["retrieval=dense"]["corpora"], by["retrieval=lexical"]["corpora"]]
+    better = [max(d["score"], w["score"]) for d, w in zip(*sides, strict=True)]
+    for name, row in by.items():
+        scores = [c["score"] for c in row["corpora"]]
+        gap = min(s - b for s, b in zip(scores, better, strict=True))
+        rule = (
+            ""
+            if name.startswith(("retrieval=dense", "retrieval=lexical"))
+            else (f"holds ({gap:+.1f})" if gap >= -1.0 else f"breaks ({gap:+.1f})")
+        )
+        cells = [f"{x:.1f}" for x in (*scores, row["score_mean"], row["score_min"])]
+        print("  " + " | ".join([name, *cells, rule]))
 
 
 def _method(row: dict[str, Any]) -> str:
@@ -147,12 +201,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS))
     parser.add_argument("--out", type=Path, default=Path("bench-results/eval-defaults"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--rankings", action="store_true", help="the ranking grid")
+    parser.add_argument("--data-dir", default="data", help="whose embedding cache to use")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.rankings:
+        for backend in args.backends:
+            path = args.out / f"rankings-{backend}.json"
+            if not args.report_only:
+                path = run(backend, args.out, rankings=True, data_dir=args.data_dir)
+            report_rankings(path)
+        return 0
     paths = {}
     for backend in args.backends:
         path = args.out / f"{backend}.json"
-        paths[backend] = path if args.report_only else run(backend, args.out)
+        paths[backend] = path if args.report_only else run(backend, args.out, False, args.data_dir)
         print(f"{backend}: {paths[backend]}", flush=True)
     report(paths)
     return 0

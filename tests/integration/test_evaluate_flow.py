@@ -2,7 +2,9 @@
 
 The chunking data set (../shared/eval/chunking: two corpora, the smallest shared set; the
 subject here is the command, not the corpora), dense and hybrid ranking of one chunking
-(so one embedding pass). Which sets a bare ``docflow evaluate`` reads is a unit test.
+(so one embedding pass); a hand-written BEIR set whose nDCG@10 is computed by hand, and a
+slice of ../shared's scifact-train (the whole set runs in the evaluation commands of
+docs/retrieval.md only). Which sets a bare ``docflow evaluate`` reads is a unit test.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
 from flows.cli import main
-from tasks.evaluate import METRICS
+from tasks.evaluate import DOC_METRICS, METRICS
+from tests.beir_sets import SCIFACT, expected_lexical_ndcg, scifact_slice, write_beir
 from tests.conftest import EVAL
 
 CHUNKING = "token:chunk_size=278,chunk_overlap=139,length_unit=tokens"
@@ -33,6 +36,7 @@ CONFIG_KEYS = {
     "dense_weight",
     "fusion",
     "stop_words",
+    "per_source",
     "k",
     "n_chunks",
     "mean_chunk_chars",
@@ -40,7 +44,10 @@ CONFIG_KEYS = {
     "n_corpora",
     "worst_corpus",
     "corpora",
-} | {f"{m}_{s}" for m in METRICS for s in ("mean", "min")}
+    "score_metric",
+    "score_mean",
+    "score_min",
+} | {f"{m}_{s}" for m in (*METRICS, *DOC_METRICS) for s in ("mean", "min")}
 CORPORA = {("chunking", "chatlogs"), ("chunking", "state_of_the_union")}
 
 
@@ -55,6 +62,7 @@ def test_evaluate_cli_json_parquet_plot(
     monkeypatch.setenv("DOCFLOW_EMBED_BACKEND", "onnx")  # evaluate reads it
     out = tmp_path / "eval"
     args = ["evaluate", "--json", "--out", str(out), "--dataset", str(EVAL)]
+    args += ["--data-dir", str(tmp_path / "data")]
     code = main([*args, *(x for spec in SPECS for x in ("--splitter", spec))])
     stdout, stderr = capsys.readouterr()
     assert code == 0, stderr
@@ -126,11 +134,62 @@ def test_evaluate_prints_one_row_per_corpus_and_marks_the_worst(
     if not EVAL.exists():
         pytest.skip(f"{EVAL} is absent")
     spec = "recursive:chunk_size=800,chunk_overlap=100,length_unit=chars,retrieval=lexical"
-    code = main(["evaluate", "--dataset", str(EVAL), "--splitter", spec, "--out", str(tmp_path)])
+    args = ["--splitter", spec, "--out", str(tmp_path), "--data-dir", str(tmp_path / "data")]
+    code = main(["evaluate", "--dataset", str(EVAL), *args])
     out = capsys.readouterr().out
     assert code == 0
     lines = out.splitlines()
     assert any(line.startswith(f"{spec}  [retrieval lexical") for line in lines)
     assert sum("chunking/" in line for line in lines) >= 3  # two corpus rows and the worst line
     assert any("mean of 2 corpora" in line for line in lines)
-    assert any("* worst corpus by recall: chunking/" in line for line in lines)
+    assert any("(recall@5): " in line and "* worst corpus: chunking/" in line for line in lines)
+
+
+def test_a_hand_written_beir_set_gives_the_hand_computed_ndcg(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = write_beir(tmp_path / "bees")
+    args = ["evaluate", "--json", "--dataset", str(folder), "--out", str(tmp_path / "out")]
+    args += ["--data-dir", str(tmp_path / "data")]
+    code = main([*args, "--splitter", "auto:retrieval=lexical", "--splitter", "auto"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    lexical, hybrid = json.loads(stdout)["configs"]
+    expected = expected_lexical_ndcg()
+    assert lexical["ndcg_10_mean"] == pytest.approx(sum(expected) / 3 * 100)
+    assert lexical["score_metric"] == "nDCG@10" and lexical["worst_corpus"] == "bees/corpus"
+    assert lexical["recall_10_mean"] == pytest.approx(200 / 3)  # 1/2, 1, 1/2
+    # hybrid: the real model's side puts every document in the ranking
+    assert hybrid["recall_100_mean"] == 100.0 and hybrid["ndcg_10_mean"] > 80.0
+
+
+def test_a_slice_of_scifact_train_end_to_end(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    if not SCIFACT.exists():
+        pytest.skip(f"../shared is absent here ({SCIFACT} not found)")
+    import pyarrow.parquet as pq
+
+    folder = scifact_slice(tmp_path / "scifact-slice", queries=20, documents=100)
+    specs = ["auto:retrieval=dense", "auto:retrieval=lexical", "auto"]
+    args = ["evaluate", "--json", "--dataset", str(folder), "--out", str(tmp_path / "out")]
+    args += ["--data-dir", str(tmp_path / "data"), "--embed-backend", "onnx"]
+    code = main([*args, *(x for spec in specs for x in ("--splitter", spec))])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    result = json.loads(stdout)
+    assert [Path(d).name for d in result["datasets"]] == ["scifact-slice"]
+    for config in result["configs"]:
+        [corpus] = config["corpora"]
+        assert corpus["n_questions"] == 20 and corpus["n_chunks"] > corpus["n_documents"] > 100
+        assert 30.0 < config["ndcg_10_mean"] <= config["recall_100_mean"] <= 100.0
+        assert config["score_mean"] == config["ndcg_10_mean"]
+    rows = pq.read_table(result["questions_parquet"]).to_pylist()
+    assert len(rows) == 3 * 20 and all(r["query_id"] for r in rows)
+    assert Path(result["plot"]).is_file()
+    # the vectors are in the data dir's embedding cache, for the next run over these chunks
+    from tasks.embed.cache import EmbeddingCache
+
+    with EmbeddingCache.open(tmp_path / "data") as cache:
+        stored = cache.db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    assert stored >= corpus["n_chunks"] + 20

@@ -20,8 +20,12 @@ from tasks.index.collection import Index
 from tasks.index.lexical import LexicalIndex
 from tasks.retrieval import Retriever
 from tasks.retrieval.ranking import (
+    CANDIDATES,
     FUSIONS,
+    SOURCE_DEPTH,
     Ranked,
+    candidates,
+    collapse,
     cosine,
     describe_score,
     fuse,
@@ -151,6 +155,39 @@ def test_rank_one_side_orders_by_its_own_score_and_reports_the_other(method: str
         ]
 
 
+def test_collapse_keeps_the_first_chunks_of_each_source_in_order() -> None:
+    source = {"a1": "a", "a2": "a", "a3": "a", "b1": "b", "c1": "c"}
+    order = ["a1", "a2", "b1", "a3", "x", "c1"]
+    assert collapse(order, 1, source) == ["a1", "b1", "x", "c1"]  # x: its own source
+    assert collapse(order, 2, source) == ["a1", "a2", "b1", "x", "c1"]
+    assert candidates(5) == CANDIDATES and candidates(5, 1) == CANDIDATES * SOURCE_DEPTH
+    assert candidates(100) == 100
+
+
+@pytest.mark.parametrize("method", ["hybrid", "dense", "lexical"])
+def test_rank_per_source_collapses_after_ranking(method: str) -> None:
+    dense = {"a1": 0.9, "a2": 0.8, "b1": 0.5, "c1": 0.1}
+    lexical = {"a1": 0.9, "a2": 0.8, "b1": 0.3, "c1": 0.2}
+    asked: list[list[str]] = []
+
+    def source_of(ids: list[str]) -> dict[str, str]:
+        asked.append(list(ids))
+        return {i: i[0] for i in ids}
+
+    def scores(ids: list[str]) -> dict[str, float]:
+        return {i: dense[i] for i in ids}
+
+    plain = QueryParams(retrieval=method)
+    one = plain.model_copy(update={"per_source": 1})
+    got = rank(plain, 3, dense, lexical, scores, scores)
+    assert [r.chunk_id for r in got] == ["a1", "a2", "b1"] and not asked
+    got = rank(one, 3, dense, lexical, scores, scores, source_of)
+    assert [r.chunk_id for r in got] == ["a1", "b1", "c1"]  # a2 gives its place to c1
+    assert got[0].score == rank(plain, 1, dense, lexical, scores, scores)[0].score
+    # without sources every id is its own: nothing collapses
+    assert [r.chunk_id for r in rank(one, 2, dense, lexical, scores, scores)] == ["a1", "a2"]
+
+
 def test_describe_score_names_the_ranking() -> None:
     assert describe_score(QueryParams(retrieval="dense")) == "dense: cosine similarity"
     assert "relative BM25" in describe_score(QueryParams())
@@ -226,6 +263,49 @@ def test_retriever_ranks_with_each_method_and_reports_both_scores(collection: Pa
         d = min_max({x.chunk_id: x.dense_score for x in dense})[h.chunk_id]  # type: ignore[misc]
         w = min_max({x.chunk_id: x.lexical_score for x in lexical + dense})  # type: ignore[misc]
         assert h.score == pytest.approx(0.5 * d + 0.5 * w[h.chunk_id])
+
+
+def test_per_source_returns_distinct_sources(collection: Path) -> None:
+    question = "winter colony brood varroa mites"
+    for method in ("hybrid", "dense", "lexical"):
+        with Retriever(collection, retrieval=method) as r:
+            every = r.search(question, k=4)
+            one = r.search(question, k=4, per_source=1)
+            assert len({h.source for h in every}) == 2 and len(every) == 4, method
+            sources = list(dict.fromkeys(h.source for h in every))
+            best = [next(h.chunk_id for h in every if h.source == s) for s in sources]
+            assert [h.chunk_id for h in one] == best, method  # each source's best, in order
+            with pytest.raises(ValueError, match="per_source must be at least 1"):
+                r.search(question, per_source=0)
+        with Retriever(collection, retrieval=method, per_source=1) as r:  # the default
+            assert [h.chunk_id for h in r.search(question, k=4)] == [h.chunk_id for h in one]
+            assert len(r.search(question, k=4, per_source=2)) == 4
+    with pytest.raises(ConfigError, match="per_source"):
+        Retriever(collection, per_source=0)
+
+
+def test_per_source_from_the_cli_and_the_api(
+    collection: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import docflow
+    from flows.cli import main
+
+    question = "winter colony brood varroa mites"
+    args = ["query", question, "-k", "4", "--data-dir", str(collection), "--json"]
+    assert main([*args, "--per-source", "1"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    sources = [r["source"] for r in payload["results"]]
+    assert payload["per_source"] == 1 and sorted(sources) == ["guide.md", "notes.md"]
+    monkeypatch.setenv("DOCFLOW_PER_SOURCE", "1")
+    assert main(args) == 0
+    assert [r["source"] for r in json.loads(capsys.readouterr().out)["results"]] == sources
+    monkeypatch.delenv("DOCFLOW_PER_SOURCE")
+    assert main([*args, "--per-source", "0"]) == 2
+    assert "--per-source" in capsys.readouterr().err
+    hits = docflow.query(question, data_dir=collection, k=4, per_source=1)
+    assert [h.source for h in hits] == sources
 
 
 def test_where_filters_both_sides(collection: Path) -> None:
