@@ -59,10 +59,13 @@ def hide_run_failures() -> None:
 _failure: list[str] = []
 
 
-def fail(message: str, code: int) -> click.exceptions.Exit:
-    """Print ``docflow: error: MESSAGE`` on stderr; return the Exit to raise with ``code``."""
+def fail(message: str, code: int, reported: bool = False) -> click.exceptions.Exit:
+    """Print ``docflow: error: MESSAGE`` on stderr; return the Exit to raise with ``code``.
+
+    ``reported``: the command printed its own ``--json`` object with the error already.
+    """
     click.echo(f"docflow: error: {message}", err=True)
-    _failure[:] = [message]
+    _failure[:] = [] if reported else [message]
     return click.exceptions.Exit(code)
 
 

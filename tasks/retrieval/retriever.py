@@ -46,6 +46,24 @@ def _down(host: str, port: int) -> str:
     return f"the Chroma server {host}:{port} does not answer"
 
 
+def _missing(
+    data: Path, collection: str, host: str | None, port: int, store: ChromaStore | None
+) -> str:
+    """Return the one-line error for a collection the data dir does not have.
+
+    On a server it names this data dir's collections and those of other data dirs.
+    """
+    if host and store is not None:
+        from tasks.index.owners import describe_missing
+
+        return describe_missing(store.client, data, collection, f"{host}:{port}")
+    from tasks.index.admin import logical_names
+
+    names = logical_names(data, host, port, create=False)
+    have = f"it has {', '.join(names)}" if names else "it has none yet: run docflow ingest"
+    return f"collection {collection!r} not found in {data / 'chroma'}; {have}"
+
+
 def _serving(data_dir: Path, collection: str, host: str | None, port: int) -> str:
     """Return the version serving ``collection``; with a damaged manifest, the store's only one.
 
@@ -143,13 +161,15 @@ class Retriever:
                     "which needs only the data dir"
                 ) from None
             found = False  # no embedded store yet (and opening it would create it)
-        if not found:
-            from tasks.index.admin import logical_names
+        if found and host:  # a server's collection of another data dir is not this one's
+            from tasks.index.owners import owner_of
 
-            where = f"{host}:{port}" if host else str(data / "chroma")
-            names = logical_names(data, host, port, create=False)
-            have = f"it has {', '.join(names)}" if names else "it has none yet: run docflow ingest"
-            raise ConfigError(f"collection {collection!r} not found in {where}; {have}")
+            assert self.store is not None
+            found = owner_of(self.store.collection().metadata, data) is None
+        if not found:
+            if self.words is not None:
+                self.words.close()
+            raise ConfigError(_missing(data, collection, host, port, self.store))
         assert self.store is not None  # found
         model = (self.store.collection().metadata or {}).get("embedding_model")
         if not model:
