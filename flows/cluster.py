@@ -36,7 +36,7 @@ GUARDS_OFF = (
 )
 
 
-class ReportToServer(WorkerPlugin):
+class ReportToServer(WorkerPlugin):  # type: ignore[misc]
     """Send a Dask worker's Prefect events (task runs) to one server's API."""
 
     name = "docflow-prefect-api"
@@ -80,7 +80,7 @@ def prepare_workers(client: Client) -> list[str]:
     return [GUARDS_OFF.format(n=n, total=len(found))]
 
 
-class ClusterRunner(DaskTaskRunner):  # type: ignore[misc]
+class ClusterRunner(DaskTaskRunner):
     """prefect-dask's runner on an existing cluster, its workers prepared for the run.
 
     ``warnings`` holds what the run's summary should say about the workers.
@@ -89,6 +89,6 @@ class ClusterRunner(DaskTaskRunner):  # type: ignore[misc]
     warnings: list[str]
 
     def __enter__(self) -> ClusterRunner:
-        super().__enter__()
+        super().__enter__()  # type: ignore[no-untyped-call]
         self.warnings = prepare_workers(self.client)
         return self

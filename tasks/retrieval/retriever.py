@@ -144,6 +144,7 @@ class Retriever:
         path = database_path(data, self.physical)
         self.words = LexicalIndex(path, readonly=True) if path.is_file() else None
         self.store: ChromaStore | None = None
+        self._embedder: Embedder | None = None
         try:
             self.store = ChromaStore.open(data, self.physical, host, port, create=False)
             found = self.store.exists()
@@ -151,7 +152,7 @@ class Retriever:
             if host and retrieval == "lexical" and self.words is not None:
                 # the words are local: a lexical query answers while the server is down
                 log.warning("%s; answering from the lexical index alone", _down(host, port))
-                self.store, self.model, self._embedder = None, "", None
+                self.store, self.model = None, ""
                 return
             if host:
                 if self.words is not None:
@@ -175,7 +176,6 @@ class Retriever:
         if not model:
             raise StoreError(f"collection {collection!r} records no embedding model")
         self.model = str(model)
-        self._embedder: Embedder | None = None
         if self.words is None and retrieval != "dense":
             raise StoreError(
                 f"collection {collection!r} has no lexical index ({path}): run docflow ingest, "

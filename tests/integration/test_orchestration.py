@@ -503,6 +503,7 @@ def scaled_out(prefect_api: str, workdir: Path) -> Iterator[dict[str, Any]]:
             "chroma": ("127.0.0.1", chroma_port),
             "outputs": outputs,
             "worker_log": root / "dask-worker.log",
+            "pgids": [proc.pid for proc in background],
             "env": {**env, "PREFECT_API_URL": prefect_api},
         }
     finally:
@@ -571,9 +572,31 @@ def ingest_again(scaled: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
+def listening_on_every_address(root_pids: list[int]) -> list[str]:
+    """Return ``addr:port`` of sockets that processes of these groups listen on beyond loopback."""
+    import psutil
+
+    pids = set()
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(proc.pid) in root_pids:
+                pids.add(proc.pid)
+    return [
+        f"{c.laddr.ip}:{c.laddr.port}"
+        for c in psutil.net_connections(kind="tcp")
+        if c.pid in pids
+        and c.status == psutil.CONN_LISTEN
+        and c.laddr.ip not in ("127.0.0.1", "::1")
+    ]
+
+
 def test_the_scaling_out_section_runs_as_written(scaled_out: dict[str, Any]) -> None:
     ingest_out, query_out = scaled_out["outputs"]
     assert re.search(r"^files_new\s+12$", ingest_out, re.M), ingest_out
+    # workers started as the block says keep the load guards: the run warns of nothing
+    assert "warning" not in ingest_out and "load guards" not in ingest_out, ingest_out
+    # nothing the block started listens beyond loopback (no dashboard on 0.0.0.0:8787)
+    assert listening_on_every_address(scaled_out["pgids"]) == []
     assert "seasons/winter-preparation.md" in query_out.splitlines()[1]  # best hit
     data = scaled_out["data"]
     host, port = scaled_out["chroma"]
@@ -596,6 +619,31 @@ def test_workers_that_outlive_runs_report_every_run_to_the_server(
         wait_for_task_runs(run, {"load", "split", "embed"})
     log = scaled_out["worker_log"].read_text(errors="replace")
     assert "Unable to connect" not in log and "Error logging to API" not in log
+
+
+def test_a_second_prefect_server_gets_the_task_runs_of_its_runs_from_the_same_workers(
+    scaled_out: dict[str, Any], workdir: Path
+) -> None:
+    """Workers that served runs of server A report a run against server B to B.
+
+    They used to keep A's events worker: B had the run and its logs, but no task runs.
+    """
+    home, logs = workdir / "prefect-home-b", workdir / "server-b"
+    server, api_b, _ = start_prefect_server(home, free_port(), logs)
+    try:
+        root, data = scaled_out["root"], scaled_out["data"]
+        (root / "data" / "raw" / "forage-plants-faq.txt").write_text(
+            "Q: What do bees forage in autumn?\nA: Ivy, late into the season.\n", encoding="utf-8"
+        )
+        summary = ingest_again(
+            {**scaled_out, "env": {**scaled_out["env"], "PREFECT_API_URL": api_b}}
+        )
+        assert summary["files_changed"] == 1
+        with temporary_settings({PREFECT_API_URL: api_b}):
+            [run] = flow_runs_writing(data)
+            wait_for_task_runs(run, {"load", "split", "embed", "store"})
+    finally:
+        server.stop()
 
 
 def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
@@ -630,6 +678,13 @@ def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
         found = task_runs_of(run.id)
     assert {t.state_name for t in found} == {"Completed"}
     assert len({t.id for t in found}) == len(found)
+    # the killed attempt never reports Crashed: its task run starts over (docs/scaling-out.md)
+    with get_client(sync_client=True) as client:
+        history = {
+            t.name: [st.type.value for st in client.read_task_run_states(t.id)] for t in found
+        }
+    embed = [h for name, h in history.items() if name.startswith("embed")]
+    assert any(h.count("RUNNING") >= 2 and "CRASHED" not in h for h in embed), history
     # the index equals a from-scratch ingest of the same files
     fresh = workdir / "scaling-out-fresh"
     warm_cache(fresh, data)  # a new index; the comparison reads ids and texts, not vectors
@@ -645,6 +700,36 @@ def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
     assert {k: v[0] for k, v in store_contents(served).items()} == {
         k: v[0] for k, v in store_contents(wanted).items()
     }
+
+
+def test_daemonic_dask_workers_say_in_the_run_that_load_guards_are_off(
+    prefect_api: str, corpus: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Workers started without DASK_DISTRIBUTED__WORKER__DAEMON=False (Dask's default)."""
+    from distributed import LocalCluster
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    from flows.cluster import GUARDS_OFF
+
+    data_dir = workdir / "daemonic-data"
+    cluster_kwargs = {"n_workers": 1, "threads_per_worker": 1, "dashboard_address": None}
+    with LocalCluster(processes=True, **cluster_kwargs) as cluster:
+        code, out = run_cli(
+            ["ingest", "--source", str(corpus), "--include", "tides.md", "--data-dir",
+             str(data_dir), "--dask-address", cluster.scheduler_address, "--json"],
+            capsys,
+        )  # fmt: skip
+    assert code == 0, out
+    warning = GUARDS_OFF.format(n=1, total=1)
+    assert json.loads(out)["warnings"] == [warning]
+    [run] = flow_runs_writing(data_dir)
+    with get_client(sync_client=True) as client:
+        for _ in range(30):  # logs arrive in batches
+            found = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))
+            if any(warning in log.message for log in found):
+                break
+            time.sleep(1)
+    assert any(warning in log.message for log in found), [log.message for log in found]
 
 
 def test_chroma_server_store_answers_queries(
