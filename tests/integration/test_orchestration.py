@@ -722,7 +722,7 @@ def test_daemonic_dask_workers_say_in_the_run_that_load_guards_are_off(
     assert code == 0, out
     warning = GUARDS_OFF.format(n=1, total=1)
     assert json.loads(out)["warnings"] == [warning]
-    [run] = flow_runs_writing(data_dir)
+    [run] = [r for r in flow_runs_writing(data_dir) if r.parameters["params"]["data_dir"] != "data"]
     with get_client(sync_client=True) as client:
         for _ in range(30):  # logs arrive in batches
             found = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))
