@@ -96,7 +96,7 @@ def _collection(
     }
     try:
         store = ChromaStore.open(data_dir, physical, host, port, create=False)
-        meta = store.collection().metadata if store.exists() else None
+        meta = (store.collection().metadata or {}) if store.exists() else None
         if host:
             info["owned"] = _owned(store, data_dir)
             if meta is not None and owner_of(meta, data_dir):
