@@ -73,6 +73,11 @@ def two_data_dirs(chroma: tuple[Proc, str, int], workdir: Path) -> dict[str, Any
     return {"host": host, "port": port, "source": source, **dirs}
 
 
+def failure(line: str, code: int) -> dict[str, Any]:
+    """Return the JSON object a --json command prints for its error ``line``."""
+    return {"error": line.removeprefix("docflow: error: "), "exit_code": code}
+
+
 def files_of(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
@@ -133,7 +138,7 @@ def test_a_write_into_another_data_dirs_collection_is_refused(
         line = one_error_line(proc, "'alpha' on", f"another data dir ({a.resolve()})")
         assert "choose another --collection" in line
         assert proc.returncode == 2, command
-        assert json.loads(proc.stdout) == {"error": line.removeprefix("docflow: error: "), "exit_code": 2}
+        assert json.loads(proc.stdout) == failure(line, 2)
     assert count(two_data_dirs, "alpha") == before  # untouched
 
 
@@ -216,7 +221,7 @@ def test_a_lexical_query_answers_while_chroma_is_down(
     proc = in_process(capsys, "query", "winter cluster", *where, "--json")
     line = one_error_line(proc, "does not answer", "--retrieval lexical")
     assert proc.returncode == 1
-    assert json.loads(proc.stdout) == {"error": line.removeprefix("docflow: error: "), "exit_code": 1}
+    assert json.loads(proc.stdout) == failure(line, 1)
 
 
 def test_json_failures_are_one_object_on_stdout(
@@ -228,7 +233,7 @@ def test_json_failures_are_one_object_on_stdout(
     proc = in_process(capsys, "ingest", "--data-dir", str(a), "--collection", "alpha", "--json")
     line = one_error_line(proc, "does not answer")
     assert proc.returncode == 1
-    assert json.loads(proc.stdout) == {"error": line.removeprefix("docflow: error: "), "exit_code": 1}
+    assert json.loads(proc.stdout) == failure(line, 1)
 
 
 def test_an_unreachable_prefect_server_is_a_configuration_error(
@@ -246,4 +251,4 @@ def test_an_unreachable_prefect_server_is_a_configuration_error(
         f"prefect server start --host 127.0.0.1 --port {port}", "unset PREFECT_API_URL",
     )  # fmt: skip
     assert proc.returncode == 2
-    assert json.loads(proc.stdout) == {"error": line.removeprefix("docflow: error: "), "exit_code": 2}
+    assert json.loads(proc.stdout) == failure(line, 2)
