@@ -118,11 +118,11 @@ def _print_inspection(info: dict[str, Any]) -> None:
         )
     col = info["collection"]
     lexical = col.get("lexical_count")
-    words = f"lexical index {'missing' if lexical is None else lexical} chunks"
+    words = "no lexical index" if lexical is None else f"lexical index {lexical} chunks"
     if col.get("unreadable"):
         click.echo(f"collection {col['name']} ({col['store']}): not readable; {words}")
     elif col.get("missing"):
-        click.echo(f"collection {col['name']} ({col['store']}): {col['message']}; {words}")
+        click.echo(f"{col['message']}; {words}")
     else:
         click.echo(
             f"collection {col['name']} ({col['store']}): {col['count']} chunks, "

@@ -116,7 +116,8 @@ def test_a_data_dir_never_reads_another_data_dirs_collection(
     }
     proc = in_process(capsys, "inspect", "--data-dir", str(b), "--collection", "alpha")
     assert proc.returncode == 0
-    assert f"alpha ({two_data_dirs['host']}:{two_data_dirs['port']}): collection 'alpha' on" in (
+    where = f"{two_data_dirs['host']}:{two_data_dirs['port']}"
+    assert f"collection 'alpha' on {where} belongs to another data dir ({a.resolve()}); " in (
         proc.stdout
     )
     assert f"  alpha: another data dir's ({a.resolve()})" in proc.stdout
