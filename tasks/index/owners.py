@@ -4,7 +4,7 @@ A Chroma server can hold the collections of several data dirs (each with its own
 manifest, tables and lexical indexes). Collections of different data dirs must never be
 confused or written across: a data dir that wrote into another's collection would leave
 two manifests that each believe they describe it. So each data dir has an id
-(``<data_dir>/docflow.id``, made by the first command that writes a server's collection),
+(``<data_dir>/data-dir.id``, made by the first command that writes a server's collection),
 and a collection it creates on a server records that id and the data dir's path in its
 metadata (:data:`OWNER_KEY`, :data:`OWNER_DIR_KEY`). Then:
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
 
 #: The file holding a data dir's id.
-ID_FILE = "docflow.id"
+ID_FILE = "data-dir.id"
 #: Collection metadata: the id of the data dir that owns it, and that data dir's path.
 OWNER_KEY = "docflow_owner"
 OWNER_DIR_KEY = "docflow_data_dir"
