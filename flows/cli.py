@@ -10,11 +10,14 @@ files failed and ``--strict``.
 
 from __future__ import annotations
 
+import json
+import sys
+
 import click
 
 from flows.commands import admin, deploy, evaluate, ingest, query, split
 from flows.commands.common import EMBED_BACKENDS as EMBED_BACKENDS
-from flows.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from flows.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, take_failure
 from flows.commands.common import FUSIONS as FUSIONS
 from flows.commands.common import RETRIEVALS as RETRIEVALS
 from flows.env import apply_defaults
@@ -43,15 +46,31 @@ for command in (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code (usage errors are one line, exit 2)."""
+    """Run the CLI and return its exit code (usage errors are one line, exit 2).
+
+    With ``--json``, a command that fails still prints one JSON object on stdout,
+    ``{"error": ..., "exit_code": ...}``, so that scripts can parse every outcome.
+    """
     apply_defaults()
+    args = sys.argv[1:] if argv is None else list(argv)
+    take_failure()
     try:
         # standalone_mode=False: click returns an Exit's code instead of calling sys.exit
-        code = cli.main(args=argv, prog_name="docflow", standalone_mode=False)
+        code = cli.main(args=args, prog_name="docflow", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("docflow: aborted", err=True)
-        return EXIT_FAILED
+        return _failed(args, "aborted", EXIT_FAILED)
     except click.ClickException as exc:
         click.echo(f"docflow: error: {exc.format_message()}", err=True)
-        return EXIT_USAGE if isinstance(exc, click.UsageError) else EXIT_FAILED
-    return code if isinstance(code, int) else EXIT_OK
+        code = EXIT_USAGE if isinstance(exc, click.UsageError) else EXIT_FAILED
+        return _failed(args, exc.format_message(), code)
+    code = code if isinstance(code, int) else EXIT_OK
+    error = take_failure()
+    return _failed(args, error, code) if error is not None else code
+
+
+def _failed(args: list[str], error: str, code: int) -> int:
+    """Print a failure as one JSON object on stdout when ``--json`` was asked; return ``code``."""
+    if "--json" in args:
+        click.echo(json.dumps({"error": error, "exit_code": code}, ensure_ascii=False))
+    return code

@@ -114,6 +114,7 @@ def _stages(
 ) -> list[str]:
     """Run the batches and deletions; return the sources deleted from the collection."""
     log = get_run_logger()
+    summary.warnings.extend(runtime.runner_warnings())  # Dask workers' load guards
     summary.warnings.extend(open_index_task(ctx).warnings)
     planning = time.perf_counter()
     plan = plan_task(

@@ -123,11 +123,22 @@ def task_runner(address: str | None = None) -> TaskRunner[Any]:
     if not address:
         return ThreadPoolTaskRunner(max_workers=THREADS)
     try:
-        from prefect_dask.task_runners import DaskTaskRunner
+        from flows.cluster import ClusterRunner
     except ImportError as exc:
         raise ConfigError("a Dask address needs prefect-dask: pip install prefect-dask") from exc
-    runner: TaskRunner[Any] = DaskTaskRunner(address=address)
+    runner: TaskRunner[Any] = ClusterRunner(address=address)
     return runner
+
+
+def runner_warnings() -> list[str]:
+    """Return what the current flow run's task runner warned of (Dask workers' load guards).
+
+    A run's summary lists them (see flows/cluster.py).
+    """
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    return list(getattr(ctx.task_runner, "warnings", ()) if ctx else ())
 
 
 def require_server_for_dask(address: str | None) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from flows.commands.common import (
+    EXIT_FAILED,
     EXIT_USAGE,
     check_data_dir,
     collection_options,
@@ -98,20 +99,42 @@ def inspect(as_json: bool, **where: Any) -> None:
         info = inspect_data(
             data_dir, where["collection"], host=where["chroma_host"], port=where["chroma_port"]
         )
+    error = info.pop("error")
     if as_json:
-        click.echo(json.dumps(info, ensure_ascii=False, default=str))
-        return
+        failed = {"error": error, "exit_code": EXIT_FAILED} if error else {}
+        click.echo(json.dumps({**info, **failed}, ensure_ascii=False, default=str))
+    else:
+        _print_inspection(info)
+    if error:  # what the data dir holds is shown; the store's part could not be read
+        raise fail(error, EXIT_FAILED, reported=as_json)
+
+
+def _print_inspection(info: dict[str, Any]) -> None:
+    """Print ``inspect``'s report: tables, the collection, the last runs."""
     click.echo(f"data dir: {info['data_dir']}  tables: {info['tables_url']}")
     for name, t in info["tables"].items():
         click.echo(
             f"  table {name:<11} {t['rows']:>8} rows  {t['parts']:>4} parts  {t['bytes']:>10} bytes"
         )
     col = info["collection"]
-    click.echo(
-        f"collection {col['name']} ({col['store']}): {col['count']} chunks, "
-        f"model {col.get('embedding_model')}, "
-        f"lexical index {col.get('lexical_count', 'missing')} chunks"
-    )
+    lexical = col.get("lexical_count")
+    words = "no lexical index" if lexical is None else f"lexical index {lexical} chunks"
+    if col.get("unreadable"):
+        click.echo(f"collection {col['name']} ({col['store']}): not readable; {words}")
+    elif col.get("missing"):
+        click.echo(f"{col['message']}; {words}")
+    else:
+        click.echo(
+            f"collection {col['name']} ({col['store']}): {col['count']} chunks, "
+            f"model {col.get('embedding_model')}, {words}"
+        )
+    owned = col.get("owned")
+    if owned:
+        click.echo(
+            f"  this data dir's collections there: {', '.join(owned['this_data_dir']) or 'none'}"
+        )
+        for name, where in owned["other_data_dirs"].items():
+            click.echo(f"  {name}: another data dir's ({where})")
     for run in info["runs"]:
         click.echo(
             f"  run {run['run_id']}  {run['collection']}  {run.get('mode', '')}  "

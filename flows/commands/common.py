@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
@@ -54,10 +55,44 @@ def hide_run_failures() -> None:
             handler.addFilter(HideRunFailures())
 
 
-def fail(message: str, code: int) -> click.exceptions.Exit:
-    """Print ``docflow: error: MESSAGE`` on stderr; return the Exit to raise with ``code``."""
+#: The error of the command that is failing (what ``--json`` prints on stdout).
+_failure: list[str] = []
+
+
+def fail(message: str, code: int, reported: bool = False) -> click.exceptions.Exit:
+    """Print ``docflow: error: MESSAGE`` on stderr; return the Exit to raise with ``code``.
+
+    ``reported``: the command printed its own ``--json`` object with the error already.
+    """
     click.echo(f"docflow: error: {message}", err=True)
+    _failure[:] = [] if reported else [message]
     return click.exceptions.Exit(code)
+
+
+def take_failure() -> str | None:
+    """Return (and forget) the message of the last :func:`fail`, if any."""
+    message = _failure[0] if _failure else None
+    _failure.clear()
+    return message
+
+
+def unreachable_api(exc: BaseException) -> str | None:
+    """Return the one-line error for a Prefect server that does not answer, else None.
+
+    Prefect says only ``Failed to reach API at URL``; the user needs which setting named
+    that server and how to start one (or run without it).
+    """
+    text = str(exc)
+    if not (isinstance(exc, RuntimeError) and text.startswith("Failed to reach API at ")):
+        return None
+    url = text.removeprefix("Failed to reach API at ").strip().rstrip("/")
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 4200
+    return (
+        f"the Prefect server at {url} (PREFECT_API_URL) does not answer: start it "
+        f"(prefect server start --host {host} --port {port}), or unset PREFECT_API_URL "
+        "to run on a temporary server"
+    )
 
 
 @contextmanager
@@ -72,6 +107,9 @@ def errors_to_exit_codes() -> Iterator[None]:
     except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
         raise
     except Exception as exc:  # noqa: BLE001 - the CLI edge: any crash is a failed run
+        server = unreachable_api(exc)
+        if server:
+            raise fail(server, EXIT_USAGE) from exc
         raise fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED) from exc
 
 

@@ -2,7 +2,7 @@
 
 The manifest (``state.db``) and the lexical indexes (``lexical/*.sqlite``) are SQLite files
 in the data dir: transactional, in the standard library, safe across processes. This base
-opens them alike (WAL journal, fsync on commit, a long busy timeout), runs writes in
+opens them alike (WAL journal while written, fsync on commit, a long busy timeout), runs writes in
 ``BEGIN IMMEDIATE`` transactions that roll back on any error, and can open an existing file
 read-only for readers that must not write (a query on a full disk or a read-only mount).
 """
@@ -37,6 +37,7 @@ class SQLiteFile:
 
         """
         self.path = str(path)
+        self.readonly = readonly
         try:
             if readonly:
                 self.db = self._connect_readonly()
@@ -121,7 +122,19 @@ class SQLiteFile:
             raise StateError(self.damaged(RuntimeError(str(result))))
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection; the last writer to close leaves the file without a WAL.
+
+        A reader of a WAL file creates its ``-wal`` and ``-shm`` files and, reading only,
+        cannot remove them: ``query`` and ``inspect`` would leave files in the data dir.
+        So a writer that is the file's last connection switches it back to a rollback
+        journal as it closes (the next writer turns WAL on again); readers then open it
+        read-only and create nothing. With other connections open, the switch is skipped
+        (never waited for): the last one to close does it.
+        """
+        if not self.readonly and self.path != MEMORY:
+            with suppress(sqlite3.Error):
+                self.db.execute("PRAGMA busy_timeout = 0")
+                self.db.execute("PRAGMA journal_mode = DELETE")
         self.db.close()
 
     def __enter__(self) -> Self:

@@ -14,7 +14,8 @@ Where vectors are written, and everything that keeps them right:
   are checked against each other and repaired;
 - :mod:`~tasks.index.admin`: whole-collection operations (versions for zero-downtime
   reingest, clear, restore from the tables);
-- :mod:`~tasks.index.lock`: one writer per collection.
+- :mod:`~tasks.index.lock`: one writer per collection;
+- :mod:`~tasks.index.owners`: which data dir owns which collection on a shared Chroma server.
 
 The names below are exported lazily: importing one module of the package (a query's
 lexical index) does not import the others (the store stage's tables and Prefect tasks).

@@ -78,6 +78,11 @@ def versions(
     return sorted(n for n in names if is_version_of(name, n))
 
 
+def logical_name(physical: str) -> str:
+    """Return the logical collection a physical one (a rebuild version or not) belongs to."""
+    return re.sub(r"--v\d{8}T\d{6}-[0-9a-f]{6}\Z", "", physical)
+
+
 def logical_names(
     data_dir: Path, host: str | None = None, port: int = 8000, create: bool = True
 ) -> list[str]:

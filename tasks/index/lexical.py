@@ -279,6 +279,27 @@ class LexicalIndex(SQLiteFile):
             total += idf(rows, int(having))
         return (BM25_K1 + 1.0) * total
 
+    def records(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Return ``{chunk_id: (text, metadata)}`` of indexed chunks, without the vector store.
+
+        The indexed body is the chunk's text after its context block, and the text is the
+        exact span ``start_index:end_index`` of its document: its length is the body's tail
+        to take. What a lexical query shows while the Chroma server does not answer.
+        """
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        for part in _chunked(list(chunk_ids)):
+            rows = self.db.execute(
+                "SELECT c.chunk_id, c.metadata, t.body FROM chunks c "
+                f"JOIN terms t ON t.rowid = c.id WHERE c.chunk_id IN ({','.join('?' * len(part))})",
+                tuple(part),
+            )
+            for chunk_id, meta_json, body in rows:
+                meta = json.loads(meta_json)
+                size = int(meta.get("end_index", 0)) - int(meta.get("start_index", 0))
+                text = str(body)[-size:] if 0 < size <= len(body) else str(body)
+                out[str(chunk_id)] = (text, meta)
+        return out
+
     def metadata_keys(self) -> list[str]:
         """Return every metadata key of the indexed chunks, sorted (names a bad filter)."""
         rows = self.db.execute(

@@ -136,11 +136,19 @@ def use_chroma_server(params: _Params) -> _Params:
     A server given in ``params`` is recorded for later commands (after it answered); none
     given means the recorded one, else the embedded store. ``params`` has ``data_dir``,
     ``chroma_host`` and ``chroma_port`` (IngestParams, CollectionParams).
+
+    Raises:
+        ConfigError: If the collection on the server belongs to another data dir.
     """
     data_dir = Path(getattr(params, "data_dir"))  # noqa: B009 - any settings model
     given, port = getattr(params, "chroma_host"), getattr(params, "chroma_port")  # noqa: B009
-    remember_server(data_dir, given, port)
     host, port = chroma_server(data_dir, given, port)
+    name = getattr(params, "collection", None)
+    if host and name:  # never write a collection another data dir owns on the server
+        from tasks.index.owners import refuse_foreign
+
+        refuse_foreign(make_client(host=host, port=port), data_dir, name, f"{host}:{port}")
+    remember_server(data_dir, given, getattr(params, "chroma_port"))  # noqa: B009
     return params.model_copy(update={"chroma_host": host, "chroma_port": port})
 
 
@@ -185,10 +193,15 @@ def make_client(
 class ChromaStore:
     """One Chroma collection holding docflow chunks for one embedding model."""
 
-    def __init__(self, client: ClientAPI, name: str):
-        """Wrap collection ``name`` of ``client`` (opened lazily)."""
+    def __init__(self, client: ClientAPI, name: str, owner: Path | None = None):
+        """Wrap collection ``name`` of ``client`` (opened lazily).
+
+        ``owner``: the data dir a collection created on a server is recorded to belong to
+        (tasks/index/owners.py).
+        """
         self.client = client
         self.name = name
+        self.owner = owner
         self._collection: Collection | None = None
 
     @classmethod
@@ -205,7 +218,9 @@ class ChromaStore:
         ``create`` False (readers): a missing embedded store raises StoreError instead of
         being created.
         """
-        return cls(make_client(data_dir / "chroma", host, port, create), name)
+        return cls(
+            make_client(data_dir / "chroma", host, port, create), name, data_dir if host else None
+        )
 
     def exists(self) -> bool:
         """Return whether the collection exists."""
@@ -225,11 +240,16 @@ class ChromaStore:
                 raise StoreError(f"collection {self.name!r} does not exist: run docflow ingest")
             self._collection = self.client.get_collection(self.name, embedding_function=None)
             return self._collection
+        marks: dict[str, Any] = {}
+        if self.owner is not None:
+            from tasks.index.owners import owner_marks
+
+            marks = owner_marks(self.owner)
         col = self.client.get_or_create_collection(
             self.name,
             embedding_function=None,
             configuration={"hnsw": {"space": "cosine"}},
-            metadata={"embedding_model": model, "dimension": dimension},
+            metadata={"embedding_model": model, "dimension": dimension, **marks},
         )
         self._check(col, model, dimension)
         self._collection = col

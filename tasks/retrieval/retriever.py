@@ -41,6 +41,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _down(host: str, port: int) -> str:
+    """Return what to say of a Chroma server that does not answer."""
+    return f"the Chroma server {host}:{port} does not answer"
+
+
+def _missing(
+    data: Path, collection: str, host: str | None, port: int, store: ChromaStore | None
+) -> str:
+    """Return the one-line error for a collection the data dir does not have.
+
+    On a server it names this data dir's collections and those of other data dirs.
+    """
+    if host and store is not None:
+        from tasks.index.owners import describe_missing
+
+        return describe_missing(store.client, data, collection, f"{host}:{port}")
+    from tasks.index.admin import logical_names
+
+    names = logical_names(data, host, port, create=False)
+    have = f"it has {', '.join(names)}" if names else "it has none yet: run docflow ingest"
+    return f"collection {collection!r} not found in {data / 'chroma'}; {have}"
+
+
 def _serving(data_dir: Path, collection: str, host: str | None, port: int) -> str:
     """Return the version serving ``collection``; with a damaged manifest, the store's only one.
 
@@ -122,27 +145,41 @@ class Retriever:
             )
         host, port = chroma_server(data, host, port)  # the flag's, else the data dir's
         self.physical = _serving(data, collection, host, port)
+        path = database_path(data, self.physical)
+        self.words = LexicalIndex(path, readonly=True) if path.is_file() else None
+        self.store: ChromaStore | None = None
+        self._embedder: Embedder | None = None
         try:
             self.store = ChromaStore.open(data, self.physical, host, port, create=False)
             found = self.store.exists()
         except StoreError:
+            if host and retrieval == "lexical" and self.words is not None:
+                # the words are local: a lexical query answers while the server is down
+                log.warning("%s; answering from the lexical index alone", _down(host, port))
+                self.store, self.model = None, ""
+                return
             if host:
-                raise
+                if self.words is not None:
+                    self.words.close()
+                raise StoreError(
+                    f"{_down(host, port)}: start it, or query with --retrieval lexical, "
+                    "which needs only the data dir"
+                ) from None
             found = False  # no embedded store yet (and opening it would create it)
-        if not found:
-            from tasks.index.admin import logical_names
+        if found and host:  # a server's collection of another data dir is not this one's
+            from tasks.index.owners import owner_of
 
-            where = f"{host}:{port}" if host else str(data / "chroma")
-            names = logical_names(data, host, port, create=False)
-            have = f"it has {', '.join(names)}" if names else "it has none yet: run docflow ingest"
-            raise ConfigError(f"collection {collection!r} not found in {where}; {have}")
+            assert self.store is not None
+            found = owner_of(self.store.collection().metadata, data) is None
+        if not found:
+            if self.words is not None:
+                self.words.close()
+            raise ConfigError(_missing(data, collection, host, port, self.store))
+        assert self.store is not None  # found
         model = (self.store.collection().metadata or {}).get("embedding_model")
         if not model:
             raise StoreError(f"collection {collection!r} records no embedding model")
         self.model = str(model)
-        self._embedder: Embedder | None = None
-        path = database_path(data, self.physical)
-        self.words = LexicalIndex(path, readonly=True) if path.is_file() else None
         if self.words is None and retrieval != "dense":
             raise StoreError(
                 f"collection {collection!r} has no lexical index ({path}): run docflow ingest, "
@@ -211,7 +248,7 @@ class Retriever:
         vector = self.embed(text) if ranking.retrieval != "lexical" else None
         dense_top: dict[str, float] = {}
         if vector is not None:
-            for hit in self.store.query(vector, k=n, where=where):
+            for hit in self._vectors().query(vector, k=n, where=where):
                 dense_top[hit.chunk_id] = hit.score
                 records[hit.chunk_id] = (hit.text, dict(hit.metadata))
         words = self.words
@@ -261,12 +298,18 @@ class Retriever:
             if r.chunk_id in records  # a lexical id the store lacks is never shown
         ]
 
+    def _vectors(self) -> ChromaStore:
+        """Return the vector store (a lexical query while the server is down has none)."""
+        if self.store is None:
+            raise StoreError("the Chroma server does not answer: only lexical queries work")
+        return self.store
+
     def metadata_keys(self) -> list[str]:
         """Return the metadata keys the collection's chunks have (to name a bad filter)."""
         self._check_open()
         if self.words is not None:
             return self.words.metadata_keys()
-        got = self.store.collection().get(limit=1000, include=["metadatas"])
+        got = self._vectors().collection().get(limit=1000, include=["metadatas"])
         return sorted({key for meta in got["metadatas"] or [] for key in (meta or {})})
 
     def _fetch(
@@ -277,6 +320,10 @@ class Retriever:
     ) -> dict[str, np.ndarray]:
         """Read chunks' text and metadata (and vectors) from the store into ``into``."""
         if not ids:
+            return {}
+        if self.store is None:  # the server is down: a lexical query reads the words
+            assert self.words is not None and not embeddings
+            into.update(self.words.records(ids))
             return {}
         include: list[Any] = ["documents", "metadatas"] + (["embeddings"] if embeddings else [])
         got = self.store.collection().get(ids=list(ids), include=include)

@@ -115,19 +115,21 @@ def main() -> dict[str, Any]:
         print("../shared/corpora is absent: nothing to measure")
         return {"skipped": True}
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
-    work = Path(tempfile.mkdtemp(prefix="bench-orchestration-"))
-    home = work / "prefect-home"
-    server, api, server_s = start_prefect_server(home, free_port(), work)
-    os.environ["PREFECT_API_URL"] = api  # the flow-run subprocesses and Dask workers use it
-    _register_fake()
-    try:
-        with temporary_settings({PREFECT_API_URL: api}):
-            triggers = _trigger_to_completed(api, home, work)
-            fake = _ingest_times(work, FAKE_MODEL, REPEATS)
-            real = _ingest_times(work, "all-MiniLM-L6-v2", 1)
-    finally:
-        os.environ.pop("PREFECT_API_URL", None)
-        server.stop()
+    # its data dirs, Prefect home and logs (about 240 MB) go when it ends, even on failure
+    with tempfile.TemporaryDirectory(prefix="bench-orchestration-") as scratch:
+        work = Path(scratch)
+        home = work / "prefect-home"
+        server, api, server_s = start_prefect_server(home, free_port(), work)
+        os.environ["PREFECT_API_URL"] = api  # the flow-run subprocesses and Dask workers use it
+        _register_fake()
+        try:
+            with temporary_settings({PREFECT_API_URL: api}):
+                triggers = _trigger_to_completed(api, home, work)
+                fake = _ingest_times(work, FAKE_MODEL, REPEATS)
+                real = _ingest_times(work, "all-MiniLM-L6-v2", 1)
+        finally:
+            os.environ.pop("PREFECT_API_URL", None)
+            server.stop()
     result = {
         "server_start_s": round(server_s, 1),
         "trigger_to_completed_s": triggers,

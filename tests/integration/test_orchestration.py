@@ -503,6 +503,7 @@ def scaled_out(prefect_api: str, workdir: Path) -> Iterator[dict[str, Any]]:
             "chroma": ("127.0.0.1", chroma_port),
             "outputs": outputs,
             "worker_log": root / "dask-worker.log",
+            "pgids": [proc.pid for proc in background],
             "env": {**env, "PREFECT_API_URL": prefect_api},
         }
     finally:
@@ -534,15 +535,31 @@ def flow_runs_writing(data_dir: Path) -> list[FlowRun]:
     return sorted(mine, key=lambda r: r.created or 0)
 
 
-def wait_for_task_runs(run: FlowRun, names: set[str], timeout: float = 30) -> list[Any]:
-    """Wait until ``run``'s task runs of these stage names reach the server (events lag)."""
+def wait_for_task_runs(run_id: UUID, names: set[str], timeout: float = 30) -> list[Any]:
+    """Wait until run ``run_id``'s task runs of these stage names reach the server (events lag)."""
     deadline = time.monotonic() + timeout
     while True:
-        found = task_runs_of(run.id)
+        found = task_runs_of(run_id)
         if names <= {t.name.rsplit("-", 1)[0] for t in found}:
             return found
-        assert time.monotonic() < deadline, (run.name, sorted(t.name for t in found))
+        assert time.monotonic() < deadline, (run_id, sorted(t.name for t in found))
         time.sleep(1)
+
+
+def wait_completed(run_id: UUID, names: set[str], timeout: float = 60) -> list[Any]:
+    """Wait until run ``run_id``'s task runs of these stages are on the server, each ``Completed``.
+
+    Their states come from the Dask workers that ran them (as events, a little after the
+    run ends): a worker that sends them elsewhere leaves them ``Pending`` or missing here.
+    """
+    found = wait_for_task_runs(run_id, names, timeout)
+    deadline = time.monotonic() + timeout
+    while not all(t.state and t.state.is_final() for t in found):
+        assert time.monotonic() < deadline, sorted((t.name, t.state_name) for t in found)
+        time.sleep(1)
+        found = task_runs_of(run_id)
+    assert {t.state_name for t in found} == {"Completed"}, [(t.name, t.state_name) for t in found]
+    return found
 
 
 def ingest_again(scaled: dict[str, Any]) -> dict[str, Any]:
@@ -571,9 +588,31 @@ def ingest_again(scaled: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
+def listening_on_every_address(root_pids: list[int]) -> list[str]:
+    """Return ``addr:port`` of sockets that processes of these groups listen on beyond loopback."""
+    import psutil
+
+    pids = set()
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(proc.pid) in root_pids:
+                pids.add(proc.pid)
+    return [
+        f"{c.laddr.ip}:{c.laddr.port}"
+        for c in psutil.net_connections(kind="tcp")
+        if c.pid in pids
+        and c.status == psutil.CONN_LISTEN
+        and c.laddr.ip not in ("127.0.0.1", "::1")
+    ]
+
+
 def test_the_scaling_out_section_runs_as_written(scaled_out: dict[str, Any]) -> None:
     ingest_out, query_out = scaled_out["outputs"]
     assert re.search(r"^files_new\s+12$", ingest_out, re.M), ingest_out
+    # workers started as the block says keep the load guards: the run warns of nothing
+    assert "warning" not in ingest_out and "load guards" not in ingest_out, ingest_out
+    # nothing the block started listens beyond loopback (no dashboard on 0.0.0.0:8787)
+    assert listening_on_every_address(scaled_out["pgids"]) == []
     assert "seasons/winter-preparation.md" in query_out.splitlines()[1]  # best hit
     data = scaled_out["data"]
     host, port = scaled_out["chroma"]
@@ -593,7 +632,7 @@ def test_workers_that_outlive_runs_report_every_run_to_the_server(
     runs = flow_runs_writing(data)
     assert len(runs) >= 2
     for run in runs[-2:]:  # the block's run and this one, on the same workers
-        wait_for_task_runs(run, {"load", "split", "embed"})
+        wait_for_task_runs(run.id, {"load", "split", "embed"})
     log = scaled_out["worker_log"].read_text(errors="replace")
     assert "Unable to connect" not in log and "Error logging to API" not in log
 
@@ -622,14 +661,15 @@ def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
     assert "Restarting worker" in log  # a worker died and its nanny replaced it
     # what the operator sees in Prefect: each task once, Completed
     run = flow_runs_writing(data)[-1]
-    found = wait_for_task_runs(run, {"load", "split", "embed", "store"})
-    for _ in range(60):  # states arrive as events, a little after the run ends
-        if all(t.state and t.state.is_final() for t in found):
-            break
-        time.sleep(1)
-        found = task_runs_of(run.id)
-    assert {t.state_name for t in found} == {"Completed"}
+    found = wait_completed(run.id, {"load", "split", "embed", "store"})
     assert len({t.id for t in found}) == len(found)
+    # the killed attempt never reports Crashed: its task run starts over (docs/scaling-out.md)
+    with get_client(sync_client=True) as client:
+        history = {
+            t.name: [st.type.value for st in client.read_task_run_states(t.id)] for t in found
+        }
+    embed = [h for name, h in history.items() if name.startswith("embed")]
+    assert any(h.count("RUNNING") >= 2 and "CRASHED" not in h for h in embed), history
     # the index equals a from-scratch ingest of the same files
     fresh = workdir / "scaling-out-fresh"
     warm_cache(fresh, data)  # a new index; the comparison reads ids and texts, not vectors
@@ -645,6 +685,85 @@ def test_a_killed_dask_worker_is_replaced_and_the_index_converges(
     assert {k: v[0] for k, v in store_contents(served).items()} == {
         k: v[0] for k, v in store_contents(wanted).items()
     }
+
+
+@pytest.fixture(scope="module")
+def daemonic_cluster(prefect_api: str) -> Iterator[str]:
+    """A LocalCluster of one worker process, daemonic as Dask makes them by default.
+
+    Its worker inherits ``PREFECT_API_URL`` (the module's server), as workers started in a
+    shell that exported it do.
+    """
+    from distributed import LocalCluster
+
+    kwargs = {"n_workers": 1, "threads_per_worker": 1, "dashboard_address": None}
+    with LocalCluster(processes=True, **kwargs) as cluster:
+        yield cluster.scheduler_address
+
+
+def probe_run(address: str, api: str) -> UUID:
+    """Run tests/dask_probe.py's flow in a new process against the server ``api``."""
+    code = f"from tests.dask_probe import main; main({address!r})"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**os.environ, "PREFECT_API_URL": api},
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return UUID(done.stdout.split()[-1])
+
+
+def test_the_same_workers_report_each_run_to_its_own_prefect_server(
+    daemonic_cluster: str, prefect_api: str, workdir: Path
+) -> None:
+    """Workers that served a run of server A send a run of server B's task runs to B.
+
+    They used to keep A's events worker: B had the run and its logs, but its task runs
+    were on neither server.
+    """
+    first = probe_run(daemonic_cluster, prefect_api)
+    wait_completed(first, {"probe"})
+    server, api_b, _ = start_prefect_server(
+        workdir / "prefect-home-b", free_port(), workdir / "server-b"
+    )
+    try:
+        second = probe_run(daemonic_cluster, api_b)
+        with temporary_settings({PREFECT_API_URL: api_b}):
+            found = wait_completed(second, {"probe"})
+        assert len(found) == 3
+    finally:
+        server.stop()
+    assert task_runs_of(second) == []  # nothing of B's run went to A
+
+
+def test_daemonic_dask_workers_say_in_the_run_that_load_guards_are_off(
+    daemonic_cluster: str, corpus: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Workers started without DASK_DISTRIBUTED__WORKER__DAEMON=False (Dask's default)."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    from flows.cluster import GUARDS_OFF
+
+    data_dir = workdir / "daemonic-data"
+    code, out = run_cli(
+        ["ingest", "--source", str(corpus), "--include", "tides.md", "--data-dir",
+         str(data_dir), "--dask-address", daemonic_cluster, "--json"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, out
+    warning = GUARDS_OFF.format(n=1, total=1)
+    assert json.loads(out)["warnings"] == [warning]
+    [run] = [r for r in flow_runs_writing(data_dir) if r.parameters["params"]["data_dir"] != "data"]
+    with get_client(sync_client=True) as client:
+        for _ in range(30):  # logs arrive in batches
+            found = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))
+            if any(warning in log.message for log in found):
+                break
+            time.sleep(1)
+    assert any(warning in log.message for log in found), [log.message for log in found]
 
 
 def test_chroma_server_store_answers_queries(
