@@ -240,11 +240,9 @@ class ChromaStore:
                 raise StoreError(f"collection {self.name!r} does not exist: run docflow ingest")
             self._collection = self.client.get_collection(self.name, embedding_function=None)
             return self._collection
-        marks: dict[str, Any] = {}
-        if self.owner is not None:
-            from tasks.index.owners import owner_marks
+        from tasks.index.owners import owner_marks
 
-            marks = owner_marks(self.owner)
+        marks = owner_marks(self.owner) if self.owner is not None else {}
         col = self.client.get_or_create_collection(
             self.name,
             embedding_function=None,
@@ -296,23 +294,16 @@ class ChromaStore:
         vectors: np.ndarray,
         metadatas: Sequence[dict[str, Scalar]] | None = None,
     ) -> int:
-        """Upsert chunks with their vectors, in batches within the client's maximum.
-
-        ``metadatas``: the chunks' flat metadata, if the caller has it already.
-        """
-        col = self.collection()
-        step = self._step()
+        """Upsert chunks with their vectors (and flat metadata, if the caller has it)."""
+        col, step = self.collection(), self._step()
+        metas = [flatten_metadata(c) for c in chunks] if metadatas is None else metadatas
         for lo in range(0, len(chunks), step):
-            part = chunks[lo : lo + step]
+            part, hi = chunks[lo : lo + step], lo + step
             col.upsert(
                 ids=[c.chunk_id for c in part],
-                embeddings=vectors[lo : lo + step],
+                embeddings=vectors[lo:hi],
                 documents=[c.text for c in part],
-                metadatas=(
-                    [flatten_metadata(c) for c in part]
-                    if metadatas is None
-                    else list(metadatas[lo : lo + step])
-                ),
+                metadatas=list(metas[lo:hi]),
             )
         return len(chunks)
 
