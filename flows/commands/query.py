@@ -97,6 +97,8 @@ def query(
             settings.fusion,
             settings.stop_words,
             settings.per_source,
+            settings.feedback,
+            settings.feedback_weight,
         ) as retriever:
             hits = retriever.search(text, k=k, where=filters)
             unknown = []

@@ -138,6 +138,8 @@ Fusion = Literal["absolute", "minmax", "zscore", "confidence", "rrf"]
 DEFAULT_RETRIEVAL: Retrieval = "hybrid"
 DEFAULT_FUSION: Fusion = "absolute"
 DEFAULT_DENSE_WEIGHT = 0.25
+#: Dense feedback (off by default): the weight of the top hits' mean vector (Pyserini's Rocchio).
+DEFAULT_FEEDBACK_WEIGHT = 0.6
 
 
 # Settings of where a collection lives, shared by every command that reads or writes one.
@@ -413,6 +415,18 @@ class QueryParams(BaseModel):
         ge=1,
         description="at most this many chunks of one source (file or document) in the "
         "results, kept after ranking (None: no limit).",
+    )
+    feedback: int = Field(
+        0,
+        ge=0,
+        description="dense-side pseudo-relevance feedback (Rocchio): move the question's "
+        "vector toward the mean of this many top hits and search again (0: off).",
+    )
+    feedback_weight: float = Field(
+        DEFAULT_FEEDBACK_WEIGHT,
+        ge=0.0,
+        le=1.0,
+        description="feedback: weight of the hits' mean vector (the question's weighs 1 - this).",
     )
 
 

@@ -3,7 +3,7 @@
 A configuration is written ``NAME[:KEY=VALUE,...]``: NAME is a splitter, the keys are
 ingest settings (``chunk_size``, ``chunk_overlap``, ``length_unit``, ``model``,
 ``embed_backend``...) and the query settings ``retrieval``, ``dense_weight``, ``fusion``,
-``stop_words`` and ``per_source``, e.g.
+``stop_words``, ``per_source``, ``feedback`` and ``feedback_weight``, e.g.
 ``token:chunk_size=278,chunk_overlap=139,length_unit=tokens,retrieval=hybrid,fusion=rrf``.
 Anything not given is docflow's default, so ``auto`` alone is the configuration a new user
 gets from ``docflow ingest`` and ``docflow query``.
@@ -79,9 +79,9 @@ def default_spec() -> str:
 
 
 def _coerce(name: str, value: str) -> Any:
-    if name in ("chunk_size", "chunk_overlap", "per_source"):
+    if name in ("chunk_size", "chunk_overlap", "per_source", "feedback"):
         return int(value)
-    return float(value) if name == "dense_weight" else value
+    return float(value) if name in ("dense_weight", "feedback_weight") else value
 
 
 def parse_spec(
@@ -94,9 +94,10 @@ def parse_spec(
 
     NAME is any splitter ``build_splitter`` knows (semantic ones too); keys are IngestParams
     fields and the query settings (``retrieval``, ``dense_weight``, ``fusion``,
-    ``stop_words``, ``per_source``). The other arguments are the defaults of settings the
-    spec does not give (e.g. from ``--model``, ``DOCFLOW_EMBED_BACKEND`` or ``--fusion``);
-    ``ranking`` holds query settings by name (None: not given).
+    ``stop_words``, ``per_source``, ``feedback``, ``feedback_weight``). The other
+    arguments are the defaults of settings the spec does not give (e.g. from ``--model``,
+    ``DOCFLOW_EMBED_BACKEND`` or ``--fusion``); ``ranking`` holds query settings by name
+    (None: not given).
 
     Raises:
         ConfigError: For an unknown splitter or key, or a bad value.

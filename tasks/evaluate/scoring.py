@@ -40,7 +40,8 @@ from tasks.evaluate.metrics import (
     retrieval_scores,
 )
 from tasks.index.lexical import LexicalIndex
-from tasks.retrieval import candidates, rank
+from tasks.retrieval import candidates, rank, rocchio
+from tasks.retrieval.ranking import ScoreOf
 
 #: Chunks retrieved per question.
 DEFAULT_K = 5
@@ -160,17 +161,30 @@ def retrieve(
     def source_of(ids: Sequence[str]) -> dict[str, str]:
         return {i: chunks.corpus[int(i)] for i in ids}
 
+    def dense_side(scores: np.ndarray) -> tuple[dict[str, float], ScoreOf]:
+        """Return the dense side's candidates and its exact scores, from every chunk's."""
+        best = np.argsort(-scores, kind="stable")[:n]
+
+        def dense_of(ids: Sequence[str]) -> dict[str, float]:
+            return {i: float(scores[int(i)]) for i in ids}
+
+        return {_chunk_id(int(i)): float(scores[i]) for i in best}, dense_of
+
     out = []
     for q, question in enumerate(dataset.questions):
         dense_top: dict[str, float] = {}
-        dense_of = None
+        dense_of: ScoreOf | None = None
         if retrieval != "lexical" and chunk_vectors is not None and question_vectors is not None:
-            scores = chunk_vectors @ question_vectors[q]
-            best = np.argsort(-scores, kind="stable")[:n]
-            dense_top = {_chunk_id(int(i)): float(scores[i]) for i in best}
+            dense_top, dense_of = dense_side(chunk_vectors @ question_vectors[q])
 
-            def dense_of(ids: Sequence[str], s: np.ndarray = scores) -> dict[str, float]:
-                return {i: float(s[int(i)]) for i in ids}
+        requery = None
+        if dense_of is not None and chunk_vectors is not None and question_vectors is not None:
+
+            def requery(ids: Sequence[str], q: int = q) -> tuple[dict[str, float], ScoreOf]:
+                assert chunk_vectors is not None and question_vectors is not None
+                hits = chunk_vectors[[int(i) for i in ids]]
+                moved = rocchio(question_vectors[q], hits, ranking.feedback_weight)
+                return dense_side(chunk_vectors @ moved)
 
         lexical_top: dict[str, float] = {}
         lexical_of = None
@@ -181,7 +195,7 @@ def retrieve(
                 assert words is not None
                 return words.scores(text, ids, stop_words=ranking.stop_words)
 
-        ranked = rank(ranking, k, dense_top, lexical_top, dense_of, lexical_of, source_of)
+        ranked = rank(ranking, k, dense_top, lexical_top, dense_of, lexical_of, source_of, requery)
         out.append([int(r.chunk_id) for r in ranked])
     if words is not None:
         words.close()

@@ -16,6 +16,7 @@ from tasks.retrieval.ranking import (
     describe_score,
     fuse,
     rank,
+    rocchio,
 )
 from tasks.retrieval.retriever import Retriever
 
@@ -31,4 +32,5 @@ __all__ = [
     "describe_score",
     "fuse",
     "rank",
+    "rocchio",
 ]

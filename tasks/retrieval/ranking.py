@@ -34,6 +34,12 @@ document) in the results, collapsing the ranked list after fusion: a source keep
 chunks, the places of the others go to the next sources, so ``k`` results show more distinct
 documents. With it, each side proposes :data:`SOURCE_DEPTH` times as many candidates.
 
+``feedback`` (off by default) is dense-side pseudo-relevance feedback, Rocchio's: the
+first ranking's top ``feedback`` hits are taken as relevant, the question's vector moves
+toward their mean (:func:`rocchio`, the hits' mean weighing ``feedback_weight``), and the
+dense side searches again with it; the lexical side is unchanged. It costs one more
+nearest-neighbour search per question.
+
 The ranking functions here are pure (:func:`rank`), shared by the
 :class:`~tasks.retrieval.retriever.Retriever` and ``docflow evaluate``, so an evaluation
 scores exactly what a query returns.
@@ -67,6 +73,9 @@ Scores = Mapping[str, float]
 ScoreOf = Callable[[Sequence[str]], Scores]
 #: The source (file, document) of chosen chunk ids.
 SourceOf = Callable[[Sequence[str]], Mapping[str, str]]
+#: Dense feedback: from the ids of the first ranking's top hits, the dense side searched
+#: again with the moved vector (its candidates, and exact scores of given ids).
+Requery = Callable[[Sequence[str]], tuple[Scores, ScoreOf]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +194,22 @@ def collapse(ids: Sequence[str], per_source: int, source_of: Mapping[str, str]) 
     return kept
 
 
+def rocchio(vector: np.ndarray, hits: np.ndarray, weight: float) -> np.ndarray:
+    """Return ``(1 - weight) * vector + weight * mean(hits)``, each row unit length first.
+
+    The result has unit length (0 vector: returned as is). No hits: ``vector``, unit length.
+    """
+
+    def unit(rows: np.ndarray) -> np.ndarray:
+        norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+        return np.asarray(rows / np.maximum(norms, 1e-12), dtype=np.float64)
+
+    moved = unit(np.asarray(vector, dtype=np.float64))
+    if len(hits):
+        moved = (1.0 - weight) * moved + weight * unit(np.asarray(hits)).mean(axis=0)
+    return unit(moved)
+
+
 def rank(
     ranking: QueryParams,
     k: int,
@@ -193,6 +218,7 @@ def rank(
     dense_of: ScoreOf | None,
     lexical_of: ScoreOf | None,
     source_of: SourceOf | None = None,
+    requery: Requery | None = None,
 ) -> list[Ranked]:
     """Return the ``k`` best chunks by ``ranking`` from each side's candidates.
 
@@ -206,9 +232,18 @@ def rank(
         lexical_of: Exact lexical scores of given ids (None: not available).
         source_of: The sources of given ids; needed for ``per_source`` (None: each id is
             its own source).
+        requery: The dense side searched again after feedback (``ranking.feedback``;
+            None: no feedback).
 
     """
     retrieval = ranking.retrieval
+    if ranking.feedback and requery is not None and retrieval != "lexical":
+        first = ranking.model_copy(update={"feedback": 0})
+        top = rank(
+            first, max(k, ranking.feedback), dense_top, lexical_top, dense_of, lexical_of, source_of
+        )
+        dense_top, dense_of = requery([r.chunk_id for r in top[: ranking.feedback]])
+        return rank(first, k, dense_top, lexical_top, dense_of, lexical_of, source_of)
     per_source = ranking.per_source
 
     def collapsed(ids: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tasks.common.config import (
     DEFAULT_DENSE_WEIGHT,
+    DEFAULT_FEEDBACK_WEIGHT,
     DEFAULT_FUSION,
     DEFAULT_RETRIEVAL,
     QueryParams,
@@ -27,12 +28,14 @@ from tasks.index.lexical import LexicalIndex, database_path
 from tasks.index.manifest import serving_collection
 from tasks.index.store import ChromaStore, Hit, Scalar, chroma_server
 from tasks.retrieval.ranking import (
+    ScoreOf,
     Scores,
     candidates,
     check_question,
     check_retrieval,
     cosine,
     rank,
+    rocchio,
 )
 
 if TYPE_CHECKING:
@@ -110,12 +113,15 @@ class Retriever:
         fusion: str = DEFAULT_FUSION,
         stop_words: bool = True,
         per_source: int | None = None,
+        feedback: int = 0,
+        feedback_weight: float = DEFAULT_FEEDBACK_WEIGHT,
     ):
         """Open the serving collection's vector store and lexical index.
 
         The vectors are on the Chroma server ``host`` when given, else on the one the data
         dir recorded when it was written, else in its embedded store. ``per_source`` is
-        the searches' default (see :meth:`search`).
+        the searches' default (see :meth:`search`); ``feedback`` hits move the question's
+        vector before a second dense search (Rocchio, tasks/retrieval/ranking.py).
 
         Raises:
             ConfigError: For an unknown method or fusion, a bad weight or per_source, a
@@ -134,6 +140,8 @@ class Retriever:
                 "fusion": fusion,
                 "stop_words": stop_words,
                 "per_source": per_source,
+                "feedback": feedback,
+                "feedback_weight": feedback_weight,
             },
         )
         self.closed = False
@@ -258,13 +266,25 @@ class Retriever:
             else {}
         )
 
-        def dense_of(ids: Sequence[str]) -> Scores:
+        def exact(vector: np.ndarray) -> ScoreOf:
+            def dense_of(ids: Sequence[str]) -> Scores:
+                got = self._fetch(ids, embeddings=True, into=records)
+                if not got:
+                    return {}
+                sims = cosine(vector, np.asarray(list(got.values())))
+                return {i: float(s) for i, s in zip(got, sims, strict=True)}
+
+            return dense_of
+
+        def requery(ids: Sequence[str]) -> tuple[Scores, ScoreOf]:
             assert vector is not None
-            got = self._fetch(ids, embeddings=True, into=records)
-            if not got:
-                return {}
-            sims = cosine(vector, np.asarray(list(got.values())))
-            return {i: float(s) for i, s in zip(got, sims, strict=True)}
+            hits = list(self._fetch(ids, embeddings=True, into=records).values())
+            moved = rocchio(vector, np.asarray(hits), ranking.feedback_weight)
+            top = {}
+            for hit in self.store.query(moved.astype(np.float32), k=n, where=where):
+                top[hit.chunk_id] = hit.score
+                records[hit.chunk_id] = (hit.text, dict(hit.metadata))
+            return top, exact(moved)
 
         def lexical_of(ids: Sequence[str]) -> Scores:
             assert words is not None
@@ -279,9 +299,10 @@ class Retriever:
             k,
             dense_top,
             lexical_top,
-            dense_of if vector is not None else None,
+            exact(vector) if vector is not None else None,
             lexical_of if words is not None else None,
             source_of,
+            requery if vector is not None else None,
         )
         self._fetch([r.chunk_id for r in ranked if r.chunk_id not in records], into=records)
         return [

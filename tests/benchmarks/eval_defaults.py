@@ -63,6 +63,14 @@ RANKINGS = (
         for w in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
     ),
     "retrieval=hybrid,fusion=absolute,dense_weight=0.25,per_source=1",
+    "retrieval=dense,feedback=5,feedback_weight=0.6",
+    # dense-side pseudo-relevance feedback (Rocchio) over the default fusion: Pyserini's
+    # vector PRF settings (5 hits, their mean weighing 0.6) and a grid around them
+    *(
+        f"retrieval=hybrid,fusion=absolute,dense_weight=0.25,feedback={n},feedback_weight={b}"
+        for n in (3, 5, 10)
+        for b in (0.4, 0.6)
+    ),
 )
 
 
