@@ -281,7 +281,7 @@ class Retriever:
             hits = list(self._fetch(ids, embeddings=True, into=records).values())
             moved = rocchio(vector, np.asarray(hits), ranking.feedback_weight)
             top = {}
-            for hit in self.store.query(moved.astype(np.float32), k=n, where=where):
+            for hit in self._vectors().query(moved.astype(np.float32), k=n, where=where):
                 top[hit.chunk_id] = hit.score
                 records[hit.chunk_id] = (hit.text, dict(hit.metadata))
             return top, exact(moved)
