@@ -226,7 +226,7 @@ def check(corpus: Path, copies: int, skip: set[str], work: Path) -> dict[str, An
         many["encode_s"] = round(plain_encode(model_inputs(work / "copies-data"), on), 2)
         many["chunks_per_s"] = round(many["chunks"] / many["wall_s"], 1)
         many["bare_chroma_rows_per_s"] = round(bare, 1)
-        many["vs_bare_chroma"] = round(many["chunks_per_s"] / bare, 2)
+        many["vs_bare_chroma"] = round(many["chunks_per_s"] / bare, 3)
         many["vs_encode"] = round(many["wall_s"] / many["encode_s"], 2)
         result["copies"] = many
     result["verdicts"] = verdicts(result)
