@@ -112,15 +112,6 @@ def closure(roots: list[str]) -> dict[str, str]:
     """Return ``{name: installed version}`` of ``roots`` and what they need, less the machine's."""
     skip = {canonical(n) for n in PROVIDED | NOT_NEEDED}
     todo, found = [canonical(r) for r in roots], {}
-    for root in todo:
-        try:
-            metadata.distribution(root)
-        except metadata.PackageNotFoundError:
-            if root not in skip:
-                raise SystemExit(
-                    f"{root} is not installed here: run `make bench` once (it installs the "
-                    "benchmarks' peers), then pack again"
-                ) from None
     while todo:
         name = todo.pop()
         if name in found or name in skip or name.startswith("nvidia-"):
@@ -214,8 +205,14 @@ def pack(out: Path, python: str, platforms: list[str], corpus: Path | None) -> d
     from tasks.embed.model import resolve_model_path
     from tests.benchmarks.bench_pipeline import copy_corpus, good_files
 
-    out.mkdir(parents=True, exist_ok=True)
     packages = closure(roots())
+    missing = [r for r in PEERS if canonical(r) not in packages]
+    if missing:
+        raise SystemExit(
+            f"{', '.join(missing)} not installed here: run `make bench` once (it installs the "
+            "benchmarks' peers), then pack again"
+        )
+    out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gpu-pack-") as tmp:
         wheels = Path(tmp) / "wheels"
         wheels.mkdir()
