@@ -33,9 +33,15 @@ from tasks.index.store import ChromaStore, Scalar, flatten_metadata
 log = logging.getLogger(__name__)
 
 
-def chunk_record(chunk: Chunk) -> tuple[str, str, dict[str, Scalar]]:
-    """Return the lexical record of a chunk: id, indexed text, flat metadata."""
-    return chunk.chunk_id, model_input(chunk), flatten_metadata(chunk)
+def chunk_record(
+    chunk: Chunk, metadata: dict[str, Scalar] | None = None
+) -> tuple[str, str, dict[str, Scalar]]:
+    """Return the lexical record of a chunk: id, indexed text, flat metadata.
+
+    ``metadata``: the chunk's flat metadata, if the caller has it already.
+    """
+    flat = flatten_metadata(chunk) if metadata is None else metadata
+    return chunk.chunk_id, model_input(chunk), flat
 
 
 def record_text(text: str, metadata: Mapping[str, Any]) -> str:
@@ -98,7 +104,7 @@ class Index:
             try:
                 failpoint("lexical:before-upsert")
                 self.words.upsert(
-                    (c.chunk_id, model_input(c), m) for c, m in zip(chunks, metadatas, strict=True)
+                    chunk_record(c, m) for c, m in zip(chunks, metadatas, strict=True)
                 )
             finally:
                 written = stored.result()  # the vectors' error first: they were asked first
