@@ -87,17 +87,25 @@ def refuse_unguarded_main(workers: int) -> None:
         frame = frame.f_back  # type: ignore[assignment]
 
 
+#: The background model loads started in this process, by (model, backend): one each.
+_warm_ups: dict[tuple[str, str], threading.Thread] = {}
+
+
 def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threading.Thread | None:
     """Start loading the embedding model in the background, when a GPU is there.
 
     Importing torch and sentence-transformers and moving the model to the GPU takes 15-20 s
     that the first embed task would otherwise wait for; started at the beginning of the
-    run, it overlaps discovery, loading and splitting. The loaded model is the process's
-    shared one (tasks/embed/model.py), so the embed task finds it ready. On a CPU the ONNX
-    backends load in about a second: nothing to win.
+    run (the CLI starts it before the flow, while Prefect's server comes up), it overlaps
+    everything before the first embed. The loaded model is the process's shared one
+    (tasks/embed/model.py), so the embed task finds it ready; a second call for the same
+    model returns the first call's thread. On a CPU the ONNX backends load in about a
+    second: nothing to win.
     """
     if not (cuda_likely() if cuda is None else cuda):
         return None
+    if (model, backend) in _warm_ups:
+        return _warm_ups[(model, backend)]
 
     def load() -> None:
         from tasks.embed.model import Embedder
@@ -108,6 +116,35 @@ def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threadi
             log.debug("background model load failed: %s", exc)
 
     thread = threading.Thread(target=load, name="docflow-model-warm-up", daemon=True)
+    _warm_ups[(model, backend)] = thread
+    thread.start()
+    return thread
+
+
+def start_temporary_server() -> threading.Thread | None:
+    """Start Prefect's temporary server in the background, when no server is configured.
+
+    Without ``PREFECT_API_URL`` Prefect starts a server process on the flow's first API
+    call and waits for it: 5-10 s (its database's migrations on a first run) in which this
+    process does nothing. Started first, the server process comes up while this one imports
+    the flow and the model. Prefect's server module is imported here, on the caller's
+    thread: imports hold the GIL, and one on a thread would only delay the server process
+    behind the caller's own imports. The caller joins the thread before the flow starts
+    (Prefect's server object is not safe to start from two threads at once); the flow's
+    client then finds it running (one object per process). A failed start is left to the
+    flow, which starts the server again and reports why.
+    """
+    if PREFECT_API_URL.value():
+        return None
+    from prefect.server.api.server import SubprocessASGIServer
+
+    def start() -> None:
+        try:
+            SubprocessASGIServer().start()
+        except Exception as exc:  # noqa: BLE001 - the flow's own start reports it
+            log.debug("early start of the temporary server failed: %s", exc)
+
+    thread = threading.Thread(target=start, name="docflow-server-start", daemon=True)
     thread.start()
     return thread
 

@@ -109,6 +109,10 @@ def _run_flow(
         address = overrides.pop("dask_address", None)
         runtime.require_server_for_dask(address)
         params = _params(config_file, overrides)
+        # Both take seconds and need nothing from the flow: under way while it imports.
+        server = runtime.start_temporary_server()
+        if not address:  # on a Dask cluster the workers embed
+            runtime.warm_up_model(params.model, params.embed_backend)
         if flow_name == "reingest":
             from flows.rebuild import reingest as run
         else:
@@ -116,6 +120,8 @@ def _run_flow(
         if address:
             run = run.with_options(task_runner=runtime.task_runner(address))
         hide_run_failures()
+        if server is not None:
+            server.join()
 
         bar = _Progress()
         listener = bar if sys.stderr.isatty() else (lambda done, total: None)

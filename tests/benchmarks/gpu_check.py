@@ -18,8 +18,15 @@ stored batch ≤ 12 s after start, wall ≤ 0.6 × LangChain's; copies: chunks/s
 Chroma, T_ingest / T_encode ≤ 3. Each is printed with "met" or "NOT met" and written to the
 JSON file.
 
+The JSON file is rewritten after each step (a run cut short by its time limit still leaves
+what it measured), and each ingest's log is kept beside it (``NAME.corpus.log``,
+``NAME.copies.log``: the timeline of its batches). With ``--profile``, and ``py-spy`` on the
+PATH, one more ingest of the corpus runs last under ``py-spy record`` (every thread, a
+speedscope file beside the JSON): where the time went, for the next change.
+
 Run: ``python -m tests.benchmarks.gpu_check --corpus DIR --out FILE [--copies 4]
-[--skip langchain,copies]``; on a device machine through tests/benchmarks/gpu_run.sh.
+[--skip langchain,copies] [--profile]``; on a device machine through
+tests/benchmarks/gpu_run.sh.
 """
 
 from __future__ import annotations
@@ -64,9 +71,29 @@ def machine() -> str:
     return f"{gpu}, {os.cpu_count()} cores"
 
 
-def run_ingest(source: Path, data_dir: Path) -> dict[str, Any]:
-    """Run ``python -m flows ingest`` as a user would; time it and its first stored batch."""
-    argv = [sys.executable, "-m", "flows", "ingest", "--source", str(source)]
+def packages() -> dict[str, str]:
+    """Return the versions of the parts whose speed the check measures."""
+    from importlib import metadata
+
+    names = ("torch", "sentence-transformers", "transformers", "tokenizers", "chromadb", "prefect")
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def run_ingest(
+    source: Path, data_dir: Path, log: Path | None = None, prefix: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Run ``python -m flows ingest`` as a user would; time it and its first stored batch.
+
+    ``log`` keeps the command's stderr (the flow's log lines); ``prefix`` runs it under
+    another command (a profiler).
+    """
+    argv = [*prefix, sys.executable, "-m", "flows", "ingest", "--source", str(source)]
     argv += ["--data-dir", str(data_dir), "--json"]
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -86,6 +113,8 @@ def run_ingest(source: Path, data_dir: Path) -> dict[str, Any]:
     proc.wait()
     wall = time.perf_counter() - started
     reader.join()
+    if log is not None:
+        log.write_text("".join(err_lines))
     if proc.returncode not in (0, 3):
         raise RuntimeError(f"ingest exited {proc.returncode}: {''.join(err_lines)[-2000:]}")
     summary = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
@@ -205,23 +234,55 @@ def verdicts(r: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def check(corpus: Path, copies: int, skip: set[str], work: Path) -> dict[str, Any]:
-    """Run the measurements over ``corpus`` in ``work``; return every figure."""
+def beside(out: Path, name: str) -> Path:
+    """Return the file ``name`` beside ``out`` (``gpu-check.json`` → ``gpu-check.NAME``)."""
+    return out.with_name(f"{out.stem}.{name}")
+
+
+def save(result: dict[str, Any], out: Path) -> None:
+    """Write ``result`` with its verdicts so far to ``out`` (after every step)."""
+    result["verdicts"] = verdicts(result)
+    out.write_text(json.dumps(result, indent=2))
+
+
+def profile(corpus: Path, work: Path, out: Path) -> dict[str, Any] | None:
+    """Ingest ``corpus`` once more under ``py-spy record``; None where py-spy is absent."""
+    spy = shutil.which("py-spy")
+    if spy is None:
+        return None
+    trace = beside(out, "speedscope.json")
+    prefix = (spy, "record", "--subprocesses", "--rate", "50", "--format", "speedscope")
+    prefix += ("--output", str(trace), "--")
+    run = run_ingest(corpus, work / "profiled-data", beside(out, "profiled.log"), prefix)
+    return {"wall_s": run["wall_s"], "flow_s": run["flow_s"], "trace": trace.name}
+
+
+def check(
+    corpus: Path, copies: int, skip: set[str], work: Path, out: Path, with_profile: bool = False
+) -> dict[str, Any]:
+    """Run the measurements over ``corpus`` in ``work``; return every figure.
+
+    ``out`` receives the figures so far after every step, and the ingests' logs beside it.
+    """
     from tests.benchmarks.bench_ceiling import bare_chroma_rate
 
     on = device()
-    result: dict[str, Any] = {"machine": machine(), "device": on}
-    first = run_ingest(corpus, work / "data")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"machine": machine(), "device": on, "packages": packages()}
+    first = run_ingest(corpus, work / "data", beside(out, "corpus.log"))
     first["encode_s"] = round(plain_encode(model_inputs(work / "data"), on), 2)
     result["corpus"] = first
     print(json.dumps({"corpus": first}), flush=True)
+    save(result, out)
     if "langchain" not in skip:
         result["langchain"] = langchain_job(corpus, work / "langchain")
         result["vs_langchain"] = round(first["wall_s"] / result["langchain"]["wall_s"], 2)
+        print(json.dumps({"langchain": result["langchain"]}), flush=True)
+        save(result, out)
     if "copies" not in skip and copies > 0:
         source = work / "copies"
         marked_copies(corpus, source, copies)
-        many = run_ingest(source, work / "copies-data")
+        many = run_ingest(source, work / "copies-data", beside(out, "copies.log"))
         bare = bare_chroma_rate(work / "copies-data", many["batches"])
         many["encode_s"] = round(plain_encode(model_inputs(work / "copies-data"), on), 2)
         many["chunks_per_s"] = round(many["chunks"] / many["wall_s"], 1)
@@ -229,7 +290,10 @@ def check(corpus: Path, copies: int, skip: set[str], work: Path) -> dict[str, An
         many["vs_bare_chroma"] = round(many["chunks_per_s"] / bare, 3)
         many["vs_encode"] = round(many["wall_s"] / many["encode_s"], 2)
         result["copies"] = many
-    result["verdicts"] = verdicts(result)
+        save(result, out)
+    if with_profile:
+        result["profiled"] = profile(corpus, work, out)
+    save(result, out)
     return result
 
 
@@ -242,15 +306,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     parser.add_argument("--copies", type=int, default=4)
     parser.add_argument("--skip", default="", help="comma-separated: langchain, copies")
+    parser.add_argument("--profile", action="store_true", help="one more ingest under py-spy")
     args = parser.parse_args(argv)
     apply_defaults()
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    skip = set(filter(None, args.skip.split(",")))
     try:
-        result = check(args.corpus, args.copies, set(filter(None, args.skip.split(","))), work)
+        result = check(args.corpus, args.copies, skip, work, args.out, args.profile)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
     return result
 

@@ -9,6 +9,7 @@ receive the checkout and at most 64 MiB of other files. ``pack`` writes one fold
   pins), for that Python and platform (downloaded, or built here where a package has no
   wheel);
 - ``corpus.tar.xz``: every good file of ../shared/corpora (``bad/`` left out);
+- ``tools/``: py-spy's wheel (a sampling profiler: ``gpu_check --profile``);
 - ``model/``: the bundled all-MiniLM-L6-v2's small files (configs, tokenizer), without its
   weights: ``standin`` builds, on the GPU machine, a model of the same shapes with random
   weights (timings need shapes, not trained values) inside a stand-in of the
@@ -74,6 +75,8 @@ NOT_NEEDED = frozenset(
 #: The roots: docflow's own requirements, LangChain's docs job (its HTML loader needs
 #: BeautifulSoup), the benchmark's RSS probe.
 PEERS = ("langchain-community", "langchain-chroma", "beautifulsoup4", "psutil")
+#: Tools the check uses where they are (``gpu_check --profile``), packed as their wheels.
+TOOLS = ("py-spy==0.4.3",)
 #: The bundled model's files the stand-in keeps (everything but the weights and docs).
 MODEL_FILES = (
     "config.json",
@@ -218,6 +221,9 @@ def pack(out: Path, python: str, platforms: list[str], corpus: Path | None) -> d
         wheels.mkdir()
         download(packages, wheels, python, platforms)
         _tar_xz(unzip_wheels(wheels, Path(tmp) / "unzipped"), out / "wheels.tar.xz")
+        tools = out / "tools"  # binaries: xz gains little, and gpu_run.sh installs them as they are
+        tools.mkdir(exist_ok=True)
+        download(dict(t.split("==") for t in TOOLS), tools, python, platforms)
         if corpus is not None:
             files = good_files(None)
             copy_corpus(files, Path(tmp) / "corpus")
@@ -228,7 +234,8 @@ def pack(out: Path, python: str, platforms: list[str], corpus: Path | None) -> d
         shutil.copyfile(model / rel, out / "model" / rel)
     (out / "packages.json").write_text(json.dumps(packages, indent=1))
     sizes = {p.name: p.stat().st_size / 2**20 for p in out.iterdir() if p.is_file()}
-    sizes["model"] = sum(p.stat().st_size for p in (out / "model").rglob("*")) / 2**20
+    for folder in ("model", "tools"):
+        sizes[folder] = sum(p.stat().st_size for p in (out / folder).rglob("*")) / 2**20
     return sizes
 
 

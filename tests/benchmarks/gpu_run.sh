@@ -23,12 +23,13 @@ tar -xJf "$pack/wheels.tar.xz" -C "$work"        # work/unzipped/<wheel name>/..
 py=$python
 "$py" -m tests.benchmarks.gpu_pack wheels "$work/unzipped" "$work/wheels"
 "$py" -m pip install -q --no-index --no-deps --ignore-requires-python \
-    --target "$work/site" "$work"/wheels/*.whl
+    --target "$work/site" "$work"/wheels/*.whl "$pack"/tools/*.whl
 "$py" -m tests.benchmarks.gpu_pack standin "$pack/model" "$work/standin"
 corpus="$work/corpus"
 if [ -f "$pack/corpus.tar.xz" ]; then tar -xJf "$pack/corpus.tar.xz" -C "$work"; else corpus=${CORPUS:?no corpus in the pack: set CORPUS}; fi
 echo "gpu_run: set up in $(( $(date +%s) - started )) s" >&2
 
+export PATH="$work/site/bin:$PATH"  # py-spy, for gpu_check --profile
 export PYTHONPATH="$PWD:$work/site:$work/standin" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export ANONYMIZED_TELEMETRY=False PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_UI_ENABLED=false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90 PREFECT_HOME="$work/prefect"

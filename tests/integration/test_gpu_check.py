@@ -92,6 +92,9 @@ def test_the_check_measures_every_goal_on_the_cpu(
         ["--corpus", str(corpus), "--out", str(out), "--copies", "2", "--skip", "langchain"]
     )
     assert json.loads(out.read_text()) == result
+    for log in ("check.corpus.log", "check.copies.log"):  # each ingest's timeline, kept
+        assert " batch 1/" in (out.parent / log).read_text()
+    assert result["packages"]["chromadb"] != "not installed"
     first, copies = result["corpus"], result["copies"]
     assert result["device"] == "cpu"
     assert first["chunks"] == sum(first["batches"]) > 0
