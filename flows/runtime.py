@@ -121,34 +121,6 @@ def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threadi
     return thread
 
 
-def start_temporary_server() -> threading.Thread | None:
-    """Start Prefect's temporary server in the background, when no server is configured.
-
-    Without ``PREFECT_API_URL`` Prefect starts a server process on the flow's first API
-    call and waits for it: 5-10 s (its database's migrations on a first run) in which this
-    process does nothing. Started first, the server process comes up while this one imports
-    the flow and the model. Prefect's server module is imported here, on the caller's
-    thread: imports hold the GIL, and one on a thread would only delay the server process
-    behind the caller's own imports. The caller joins the thread before the flow starts
-    (Prefect's server object is not safe to start from two threads at once); the flow's
-    client then finds it running (one object per process). A failed start is left to the
-    flow, which starts the server again and reports why.
-    """
-    if PREFECT_API_URL.value():
-        return None
-    from prefect.server.api.server import SubprocessASGIServer
-
-    def start() -> None:
-        try:
-            SubprocessASGIServer().start()
-        except Exception as exc:  # noqa: BLE001 - the flow's own start reports it
-            log.debug("early start of the temporary server failed: %s", exc)
-
-    thread = threading.Thread(target=start, name="docflow-server-start", daemon=True)
-    thread.start()
-    return thread
-
-
 def dask_address(address: str | None = None) -> str | None:
     """Return the Dask scheduler address to use: ``address``, else the environment's."""
     return address or os.environ.get(DASK_ENV) or None

@@ -19,12 +19,22 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-run-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 started=$(date +%s)
 
+# Compiled bytecode, as on any installed machine: the device image ships its packages
+# without it and its Python wrote none (seen 2026-11-26: every process compiled torch,
+# transformers and sentence-transformers from source again, ~8 s, the GIL held). A cache
+# folder of our own works whatever the image; filled once below by a warm-up that imports
+# what the measured commands import, it serves docflow and LangChain alike.
+echo "gpu_run: PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE:-unset}" >&2
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="$work/pycache"
+
 tar -xJf "$pack/wheels.tar.xz" -C "$work"        # work/unzipped/<wheel name>/...
 py=$python
 "$py" -m tests.benchmarks.gpu_pack wheels "$work/unzipped" "$work/wheels"
-"$py" -m pip install -q --no-index --no-deps --ignore-requires-python \
+"$py" -m pip install -q --no-index --no-deps --no-compile --ignore-requires-python \
     --target "$work/site" "$work"/wheels/*.whl "$pack"/tools/*.whl
 "$py" -m tests.benchmarks.gpu_pack standin "$pack/model" "$work/standin"
+PYTHONPATH="$PWD:$work/site:$work/standin" "$py" -m tests.benchmarks.gpu_pack warm  # bytecode
 corpus="$work/corpus"
 if [ -f "$pack/corpus.tar.xz" ]; then tar -xJf "$pack/corpus.tar.xz" -C "$work"; else corpus=${CORPUS:?no corpus in the pack: set CORPUS}; fi
 echo "gpu_run: set up in $(( $(date +%s) - started )) s" >&2

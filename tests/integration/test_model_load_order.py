@@ -1,13 +1,17 @@
-"""A first ingest plans before the model loads: nothing waits for the model that needs no vectors.
+"""A first ingest starts what takes seconds first: Prefect's server, then plans before the model.
 
-A fresh process (the model is loaded once per process) runs the real CLI; the model's two
-loading functions and the plan's log line are wrapped to print a marker first, then do
-their real work, so the order they ran in can be read from stderr.
+A fresh process (the model is loaded once per process, Prefect imported once) runs the
+real CLI with no Prefect server configured, so it needs Prefect's temporary server, on a
+copy of the harness's database (already migrated: a server that starts in seconds). The
+process start, the model's two loading functions and the plan's log line are wrapped to
+print a marker first, then do their real work, so the order they ran in can be read from
+stderr.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -17,10 +21,8 @@ from tests.conftest import REPO
 
 SPY = textwrap.dedent(
     """
+    import subprocess
     import sys
-
-    import flows.narrative as narrative
-    import tasks.embed.model as model
 
 
     def spy(name, real):
@@ -31,9 +33,28 @@ SPY = textwrap.dedent(
         return wrapper
 
 
-    narrative.planned = spy("planned", narrative.planned)
-    model.load_onnx = spy("model-loaded", model.load_onnx)
-    model.load_model = spy("model-loaded", model.load_model)
+    def wrap_the_flow():
+        # imported once the server is under way: importing them imports Prefect
+        import flows.narrative as narrative
+        import tasks.embed.model as model
+
+        narrative.planned = spy("planned", narrative.planned)
+        model.load_onnx = spy("model-loaded", model.load_onnx)
+        model.load_model = spy("model-loaded", model.load_model)
+
+
+    popen_init = subprocess.Popen.__init__
+
+
+    def started(self, args, *rest, **kwargs):
+        popen_init(self, args, *rest, **kwargs)
+        if "uvicorn" in args:
+            imported = "prefect" in sys.modules
+            print(f"ORDER server prefect-imported={imported} pid={self.pid}", file=sys.stderr)
+            wrap_the_flow()
+
+
+    subprocess.Popen.__init__ = started
 
     if __name__ == "__main__":
         from flows.cli import main
@@ -43,25 +64,50 @@ SPY = textwrap.dedent(
 )
 
 
-def test_a_first_ingest_plans_before_the_model_loads(tmp_path: Path) -> None:
+def migrated_copy(dest: Path) -> str:
+    """Copy the harness's Prefect database (its schema migrated) to ``dest``; return its URL."""
+    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
+
+    source = str(PREFECT_SERVER_DATABASE_CONNECTION_URL.value()).split(":///", 1)[1]
+    with sqlite3.connect(source) as src, sqlite3.connect(dest) as copy:
+        src.backup(copy)  # a consistent copy while the harness's server writes
+    return f"sqlite+aiosqlite:///{dest}"
+
+
+def test_a_first_ingest_starts_the_server_first_and_plans_before_the_model_loads(
+    tmp_path: Path,
+) -> None:
     source = tmp_path / "docs"
     source.mkdir()
     (source / "a.md").write_text("# Hives\n\nBees cluster in winter below 10 degrees.\n")
     script = tmp_path / "spy.py"
     script.write_text(SPY)
-    from prefect.settings import PREFECT_API_URL
-
-    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value() or "")}
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = migrated_copy(tmp_path / "prefect.db")
     proc = subprocess.run(
         [sys.executable, str(script), "ingest", "--source", str(source), "--data-dir",
          str(tmp_path / "data"), "--embed-backend", "onnx", "--workers", "0", "--json"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    order = [line.split()[1] for line in proc.stderr.splitlines() if line.startswith("ORDER ")]
+    marks = [line.split()[1:] for line in proc.stderr.splitlines() if line.startswith("ORDER ")]
+    order = [mark[0] for mark in marks]
+    # one server, started before Prefect was imported; Prefect used it, started no other
+    servers = [mark for mark in marks if mark[0] == "server"]
+    assert len(servers) == 1 and servers[0][1] == "prefect-imported=False", marks
+    assert order.index("server") < order.index("planned"), order
+    # and stopped it when the command ended
+    pid = int(servers[0][2].removeprefix("pid="))
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError(f"the temporary server {pid} outlived the command")
     # the new collection learnt its dimension from the model's files; the model loaded
     # once, for the vectors, after the plan (before this change: first, for the dimension)
-    assert order[0] == "planned", order
+    assert order[1] == "planned", order
     assert "model-loaded" in order, order
 
     from tasks.index.store import ChromaStore

@@ -1,0 +1,173 @@
+"""Start Prefect's temporary server first, so that it comes up while the command imports.
+
+With no ``PREFECT_API_URL``, Prefect starts a temporary server (a uvicorn process) on a
+flow's first API call and waits for it to answer. That process spends 4-5 s importing
+Prefect's server and, on a new ``PREFECT_HOME``, 5-7 s more migrating its database; the
+command has by then spent about as long importing Prefect, the flow and the model. Measured
+on a 16-core H100 machine: 4.9 s of imports, then 11.9 s of server start, before the flow
+began. Started before anything heavy is imported, the two proceed side by side.
+
+The process is Prefect's own command (the one ``SubprocessASGIServer`` runs, same
+environment, same options), handed to Prefect's process-wide server object before the flow
+starts (:func:`adopt`): Prefect then uses it, logs it and stops it at exit exactly as if it
+had started it. Where anything differs from that plan (a server is configured after all,
+the port was taken, the process died), ours is stopped and Prefect starts its own as
+before: starting early is only ever an optimisation.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import logging
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: Prefect's range for a temporary server's port (``SubprocessASGIServer._port_range``).
+PORTS = range(8000, 9000)
+
+
+@dataclass
+class EarlyServer:
+    """A temporary server process started before Prefect was imported."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+
+    def stop(self) -> None:
+        """Stop the process (Prefect's way: terminate, then kill after 5 s)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def server_configured() -> bool:
+    """Return whether a Prefect server is (or may be) configured: then start nothing.
+
+    Once Prefect is imported its settings say; before, the environment and the profiles
+    file are read as text (importing Prefect to ask would cost the time this module saves).
+    A profile that merely mentions ``PREFECT_API_URL`` counts: starting nothing early is
+    always safe.
+    """
+    if "prefect" in sys.modules:
+        from prefect.settings import PREFECT_API_URL
+
+        return bool(PREFECT_API_URL.value())
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
+    try:
+        return "PREFECT_API_URL" in profiles.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def _free_port() -> int | None:
+    """Return a free port of Prefect's range, as Prefect picks one; None after 10 tries."""
+    for _ in range(10):
+        port = random.choice(PORTS)
+        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return None
+
+
+def spawn() -> EarlyServer | None:
+    """Start Prefect's temporary server process now; None where none should be started.
+
+    The command and environment are those of ``SubprocessASGIServer._run_uvicorn_command``
+    (Prefect 3.8): uvicorn serving ``prefect.server.api.server:create_app``, no UI, marked
+    ephemeral. The process is stopped at exit unless Prefect adopts it (then Prefect stops
+    it, after its own log and event workers have flushed).
+    """
+    if server_configured():
+        return None
+    spec = importlib.util.find_spec("prefect")  # finds the package without running it
+    port = _free_port()
+    if spec is None or spec.origin is None or port is None:
+        return None
+    site = str(Path(spec.origin).parent.parent)  # Prefect's --app-dir: its site-packages
+    argv = [sys.executable, "-m", "uvicorn", "--app-dir", site, "--factory"]
+    argv += ["prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--log-level", "error", "--lifespan", "on"]
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0"}
+    env.update({"PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"})
+    early = EarlyServer(subprocess.Popen(argv, env=env), port)
+    atexit.register(early.stop)
+    return early
+
+
+def adopt(early: EarlyServer | None) -> threading.Thread | None:
+    """Hand ``early`` to Prefect and wait for it to answer, on a thread the caller joins.
+
+    Call once Prefect is imported and before the flow starts; join the returned thread
+    right before the flow (its wait overlaps whatever the caller imports meanwhile).
+    Prefect's ``SubprocessASGIServer()`` (the object its clients ask for the temporary
+    server) gets our process, port and ``running`` flag, as its ``start()`` would set them.
+    Where a server is configured, Prefect already holds one, or ours does not answer,
+    ours is stopped and the object reset: the flow's first API call starts one as usual.
+    """
+    if early is None:
+        return None
+    from prefect.server.api.server import SubprocessASGIServer, subprocess_server_logger
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    )
+
+    server = SubprocessASGIServer()
+    if PREFECT_API_URL.value() or server.running:
+        early.stop()
+        return None
+    server.port, server.server_process, server.running = early.port, early.process, True
+    atexit.register(server.stop)  # runs before early.stop (registered later): Prefect's order
+    subprocess_server_logger.info(
+        "Starting temporary server on %s (before the flow's imports)", server.address
+    )
+
+    timeout = PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+
+    def wait() -> None:
+        if _answers(f"{server.api_url}/health", early, timeout):
+            return
+        log.debug("the early temporary server did not answer: Prefect starts its own")
+        early.stop()
+        server.running, server.server_process, server.port = False, None, None
+
+    thread = threading.Thread(target=wait, name="docflow-server-start", daemon=True)
+    thread.start()
+    return thread
+
+
+def _answers(url: str, early: EarlyServer, timeout: float) -> bool:
+    """Poll ``url`` until it answers 200 (True), the process ends or ``timeout`` passes."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    with httpx.Client() as client:
+        while time.monotonic() < deadline and early.process.poll() is None:
+            try:
+                if client.get(url).status_code == 200:
+                    return True
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+    return False
