@@ -53,15 +53,26 @@ def ingest_once(source: Path, data_dir: Path, workers: int) -> dict[str, Any]:
     return summary
 
 
+def read_rows(collection: Any, page: int = 5_000) -> dict[str, list[Any]]:
+    """Return every row of ``collection`` (ids, documents, metadatas, embeddings), by pages.
+
+    One ``get`` of all rows binds one SQL variable per row: SQLite refuses it beyond its
+    limit (seen at 73k rows: "too many SQL variables").
+    """
+    keys = ("ids", "documents", "metadatas", "embeddings")
+    rows: dict[str, list[Any]] = {key: [] for key in keys}
+    for offset in range(0, collection.count(), page):
+        got = collection.get(include=list(keys[1:]), limit=page, offset=offset)
+        for key in keys:
+            rows[key].extend(got[key])
+    return rows
+
+
 def bare_chroma_rate(data_dir: Path, batch_rows: list[int]) -> float:
     """Upsert the run's stored rows into a fresh Chroma collection as the run batched them."""
     from tasks.index.store import ChromaStore, make_client
 
-    got = (
-        ChromaStore.open(data_dir, "docflow")
-        .collection()
-        .get(include=["documents", "metadatas", "embeddings"])
-    )
+    got = read_rows(ChromaStore.open(data_dir, "docflow").collection())
     with tempfile.TemporaryDirectory(prefix="bare-chroma-") as tmp:
         client = make_client(path=Path(tmp) / "chroma")
         col = client.create_collection(

@@ -24,6 +24,18 @@ def test_every_paragraph_and_row_of_a_copy_carries_its_marker() -> None:
     assert html == '<p class="a">copy 3 one</p><P>copy 3 two</P>'
 
 
+def test_a_pdf_goes_into_the_first_copy_only(tmp_path: Path) -> None:
+    """Its text cannot be marked: a second copy would be embedded from the cache."""
+    source = tmp_path / "corpus"
+    (source / "pdf").mkdir(parents=True)
+    (source / "pdf" / "a.pdf").write_bytes(b"%PDF-1.4 not parsed here")
+    (source / "a.md").write_text("# A\n\none\n\ntwo\n")
+    assert gpu_check.marked_copies(source, tmp_path / "copies", 3) == 1 + 3
+    assert (tmp_path / "copies" / "copy-0" / "pdf" / "a.pdf").exists()
+    assert not (tmp_path / "copies" / "copy-1" / "pdf").exists()
+    assert "copy 2" in (tmp_path / "copies" / "copy-2" / "a.md").read_text()
+
+
 def test_the_pack_holds_what_the_gpu_machine_lacks_and_nothing_it_has() -> None:
     packages = gpu_pack.closure(gpu_pack.roots())
     for needed in ("prefect", "chromadb", "pypdf", "lxml", "langchain-chroma", "langchain-core"):
