@@ -97,10 +97,11 @@ def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threadi
     Importing torch and sentence-transformers and moving the model to the GPU takes 15-20 s
     that the first embed task would otherwise wait for; started at the beginning of the
     run (the CLI starts it before the flow, while Prefect's server comes up), it overlaps
-    everything before the first embed. The loaded model is the process's shared one
-    (tasks/embed/model.py), so the embed task finds it ready; a second call for the same
-    model returns the first call's thread. On a CPU the ONNX backends load in about a
-    second: nothing to win.
+    everything before the first embed. There the torch backends encode in a child process
+    (tasks/embed/process.py), which this starts; otherwise the loaded model is the
+    process's shared one (tasks/embed/model.py). Either way the embed task finds it ready;
+    a second call for the same model returns the first call's thread. On a CPU the ONNX
+    backends load in about a second: nothing to win.
     """
     if not (cuda_likely() if cuda is None else cuda):
         return None
@@ -111,7 +112,7 @@ def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threadi
         from tasks.embed.model import Embedder
 
         try:
-            Embedder(model, backend=backend).model  # noqa: B018 - loading is the point
+            Embedder(model, backend=backend).warm_up()
         except Exception as exc:  # noqa: BLE001 - the embed task reports any real failure
             log.debug("background model load failed: %s", exc)
 

@@ -28,6 +28,7 @@ import numpy as np
 from tasks.common.documents import model_input
 from tasks.common.errors import ConfigError, EmbedError
 from tasks.common.failpoints import failpoint
+from tasks.embed import process
 from tasks.embed.backends import (
     DEFAULT_BACKEND,
     GPU_BATCH_SIZE,
@@ -251,9 +252,32 @@ class Embedder:
         backend = self.backend
         return self.model_name if backend == "torch" else f"{self.model_name}#{backend}"
 
+    def _child(self) -> process.EmbedProcess | None:
+        """Return the child process that encodes for this embedder, if it is one that does.
+
+        A torch backend on CUDA (:mod:`tasks.embed.process`: the forward pass off the GIL).
+        """
+        if self.model_name in CUSTOM_ENCODERS:
+            return None
+        device, backend = self.resolved_device, self.backend
+        if not process.wanted(device, backend):
+            return None
+        return process.child_for(self.model_name, device, backend)
+
+    def warm_up(self) -> None:
+        """Load the model now: in this process, or start the child that encodes for it."""
+        child = self._child()
+        if child is not None:
+            child.dimension  # noqa: B018 - waits until the child has loaded the model
+        else:
+            self.model  # noqa: B018 - loading is the point
+
     @property
     def dimension(self) -> int:
         """Return the vector dimension."""
+        child = self._child()
+        if child is not None:
+            return child.dimension
         dim = self.model.get_embedding_dimension()
         if dim is None:
             raise EmbedError(f"model {self.model_name!r} does not report its dimension")
@@ -263,6 +287,9 @@ class Embedder:
         """Return one normalised float32 row per text (shape ``(len(texts), dimension)``)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        child = self._child()
+        if child is not None:
+            return child.embed(texts, self.batch_size)
         device = self.resolved_device
         batch_size = forward_batch_size(self.batch_size, self.backend, device)
         if device.startswith("cuda"):

@@ -22,7 +22,6 @@ import logging
 import multiprocessing as mp
 import os
 import pickle
-import select
 import threading
 import time
 from collections import OrderedDict
@@ -30,6 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.common.lifetime import exit_with
 from tasks.common.memory import release_memory
 from tasks.common.tables import chunks_table, read_documents, write_atomic
 from tasks.split.base import SpanSplitter
@@ -82,40 +82,6 @@ def _split_in_worker(documents: str, chunks: str, blob: bytes, key: str) -> Spli
         release_memory()  # a long-lived worker: keep no batch's peak
 
 
-def _exit_with(parent: int) -> None:
-    """Worker initializer: end this worker when the process that started the pool ends.
-
-    A pool worker waits for work on a queue whose ends it holds itself, so the death of
-    the flow's process (even ``kill -9``) would never wake it: it would live on, holding
-    the terminal's pipes and the fork server. A thread waits for the parent's exit (a
-    Linux pidfd; elsewhere a poll once a second) and ends the worker.
-    """
-
-    def watch() -> None:
-        try:
-            fd = os.pidfd_open(parent)
-        except (AttributeError, OSError):
-            fd = -1
-        if fd >= 0:
-            select.select([fd], [], [])
-        else:
-            while _alive(parent):
-                time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="docflow-parent-watch", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _executor(workers: int) -> ProcessPoolExecutor:
     """Return this process's pool of ``workers`` split processes (started on first use)."""
     global _pool, _pool_size
@@ -128,7 +94,7 @@ def _executor(workers: int) -> ProcessPoolExecutor:
             _pool = ProcessPoolExecutor(
                 max_workers=workers,
                 mp_context=_mp_context(),
-                initializer=_exit_with,
+                initializer=exit_with,
                 initargs=(os.getpid(),),
             )
             _pool_size = workers

@@ -5,7 +5,9 @@ Measured in one process tree, one run (docs/performance.md, "The GPU check"):
 1. ``docflow ingest`` of the corpus as a command, from an empty data dir: wall seconds,
    the flow's own seconds, the time from process start to the first stored batch, the
    chunks of each batch; once on a new ``PREFECT_HOME`` (the machine's first run, which
-   also makes Prefect's database) and once more (``corpus_again``: every later run);
+   also makes Prefect's database), once more (``corpus_again``: every later run) and once
+   with the model in the flow's process (``corpus_in_process``: what encoding in a child
+   process gains on a GPU, against ``corpus_again``);
 2. a plain ``SentenceTransformer.encode`` of exactly that run's model inputs (float16 and
    batches of 256 on CUDA, the tokenizer's threads on; float32 and 32 on a CPU): T_encode;
 3. LangChain's docs job (tests/benchmarks/langchain_job.py) on the same corpus;
@@ -27,7 +29,7 @@ PATH, one more ingest of the corpus runs last under ``py-spy record`` (every thr
 speedscope file beside the JSON): where the time went, for the next change.
 
 Run: ``python -m tests.benchmarks.gpu_check --corpus DIR --out FILE [--copies 5]
-[--skip langchain,copies] [--profile]``; on a device machine through
+[--skip again,in_process,langchain,copies] [--profile]``; on a device machine through
 tests/benchmarks/gpu_run.sh.
 """
 
@@ -56,6 +58,8 @@ GOALS = {
 }
 #: The flow's log line of its first stored batch ("... batch 1/21 stored: ...").
 STORED = re.compile(r" batch 1/\d+ stored")
+#: The environment of an ingest that encodes in the flow's process (tasks/embed/process.py).
+IN_PROCESS = {"DOCFLOW_EMBED_PROCESS": "0"}
 
 
 def device() -> str:
@@ -88,17 +92,27 @@ def packages() -> dict[str, str]:
 
 
 def run_ingest(
-    source: Path, data_dir: Path, log: Path | None = None, prefix: tuple[str, ...] = ()
+    source: Path,
+    data_dir: Path,
+    log: Path | None = None,
+    prefix: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``python -m flows ingest`` as a user would; time it and its first stored batch.
 
     ``log`` keeps the command's stderr (the flow's log lines); ``prefix`` runs it under
-    another command (a profiler).
+    another command (a profiler); ``env`` adds to its environment.
     """
     argv = [*prefix, sys.executable, "-m", "flows", "ingest", "--source", str(source)]
     argv += ["--data-dir", str(data_dir), "--json"]
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     first: list[float] = []  # when the log line of the first stored batch arrived
     err_lines: list[str] = []
 
@@ -287,14 +301,24 @@ def check(
     save(result, out)
     # The same ingest in a new process and an empty data dir, Prefect's database now made:
     # every later run on the machine (the first one also migrated that database).
-    again = run_ingest(corpus, work / "data-again", beside(out, "again.log"))
-    result["corpus_again"] = again
-    print(json.dumps({"corpus_again": again}), flush=True)
-    save(result, out)
+    if "again" not in skip:
+        result["corpus_again"] = run_ingest(corpus, work / "data-again", beside(out, "again.log"))
+        print(json.dumps({"corpus_again": result["corpus_again"]}), flush=True)
+        save(result, out)
+    # Once more with the model in the flow's process (before tasks/embed/process.py): on a
+    # GPU, what encoding in a child process gains (against corpus_again).
+    if "in_process" not in skip:
+        result["corpus_in_process"] = run_ingest(
+            corpus, work / "data-in-process", beside(out, "in-process.log"), env=IN_PROCESS
+        )
+        print(json.dumps({"corpus_in_process": result["corpus_in_process"]}), flush=True)
+        save(result, out)
     if "langchain" not in skip:
         result["langchain"] = langchain_job(corpus, work / "langchain")
-        result["vs_langchain"] = round(first["wall_s"] / result["langchain"]["wall_s"], 2)
-        result["again_vs_langchain"] = round(again["wall_s"] / result["langchain"]["wall_s"], 2)
+        for run, key in (("corpus", "vs_langchain"), ("corpus_again", "again_vs_langchain")):
+            if run in result:
+                wall = result[run]["wall_s"] / result["langchain"]["wall_s"]
+                result[key] = round(wall, 2)
         print(json.dumps({"langchain": result["langchain"]}), flush=True)
         save(result, out)
     if "copies" not in skip and copies > 0:
@@ -323,7 +347,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--corpus", type=Path, required=True, help="folder of documents")
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     parser.add_argument("--copies", type=int, default=5, help="~74k chunks (PDFs once)")
-    parser.add_argument("--skip", default="", help="comma-separated: langchain, copies")
+    parser.add_argument(
+        "--skip", default="", help="comma-separated: again, in_process, langchain, copies"
+    )
     parser.add_argument("--profile", action="store_true", help="one more ingest under py-spy")
     args = parser.parse_args(argv)
     apply_defaults()

@@ -16,14 +16,21 @@ from tests.conftest import SAMPLE
 
 
 @pytest.fixture(autouse=True, scope="session")
-def prefect_server() -> Iterator[None]:
-    """Start Prefect's test harness once per session, unless a server is configured."""
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Start Prefect's test harness once per session, unless a server is configured.
+
+    Its database, migrated and still empty, is kept for the servers tests start themselves
+    (tests/servers.py, ``migrated_database``).
+    """
     if os.environ.get("PREFECT_API_URL"):
         yield
         return
     from prefect.testing.utilities import prefect_test_harness
 
+    from tests.servers import keep_migrated_database
+
     with prefect_test_harness(server_startup_timeout=120):
+        keep_migrated_database(tmp_path_factory.mktemp("prefect-migrated") / "prefect.db")
         yield
 
 
@@ -72,6 +79,21 @@ def ingested(sample_template: tuple[Path, Path], tmp_path: Path) -> tuple[Path, 
     mine = tmp_path / "data"
     shutil.copytree(data_dir, mine)
     return source, mine
+
+
+@pytest.fixture
+def warm_data_dir(sample_template: tuple[Path, Path], tmp_path: Path) -> Path:
+    """A new data dir holding only the sample corpus's embedding cache (from the template).
+
+    For a test whose first run ingests the sample corpus into a new data dir and whose
+    subject is not the vectors (locks, logs, tables, failures): the run is the same run,
+    only its vectors come from the cache instead of the model (the suite's time).
+    """
+    from tests.index_state import warm_cache
+
+    path = tmp_path / "warm-data"
+    warm_cache(path, sample_template[1])
+    return path
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

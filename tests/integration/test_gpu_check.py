@@ -100,15 +100,13 @@ def test_the_check_measures_every_goal_on_the_cpu(
         shutil.copyfile(name, corpus / name.name)
     (corpus / "rows.csv").write_text("name,size\nbee,1\nwasp,2\n")
     out = tmp_path / "out" / "check.json"
+    # the other corpus ingests are the first one's code with other settings: left out
+    skip = "langchain,again,in_process"
     result = gpu_check.main(
-        ["--corpus", str(corpus), "--out", str(out), "--copies", "2", "--skip", "langchain"]
+        ["--corpus", str(corpus), "--out", str(out), "--copies", "2", "--skip", skip]
     )
     assert json.loads(out.read_text()) == result
-    for log in (
-        "check.corpus.log",
-        "check.again.log",
-        "check.copies.log",
-    ):  # each ingest's timeline, kept
+    for log in ("check.corpus.log", "check.copies.log"):  # each ingest's timeline, kept
         assert " batch 1/" in (out.parent / log).read_text()
     assert result["packages"]["chromadb"] != "not installed"
     first, copies = result["corpus"], result["copies"]
@@ -121,8 +119,7 @@ def test_the_check_measures_every_goal_on_the_cpu(
     assert copies["bare_chroma_rows_per_s"] > 0  # on this CPU the model is the slow part
     ratio = copies["chunks_per_s"] / copies["bare_chroma_rows_per_s"]
     assert copies["vs_bare_chroma"] == round(ratio, 3)
-    assert result["corpus_again"]["chunks"] == first["chunks"]  # a new data dir: all again
+    assert "corpus_again" not in result and "corpus_in_process" not in result
     assert set(result["verdicts"]) == {
         "wall_s", "flow_s", "first_stored_s", "copies_vs_bare_chroma", "copies_vs_encode",
-        "again_wall_s", "again_flow_s", "again_first_stored_s",
     }  # fmt: skip

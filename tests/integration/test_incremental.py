@@ -188,9 +188,13 @@ def test_restore_without_manifest_or_cache_rebuilds_from_the_tables_alone(
 
 @pytest.mark.parametrize("scheme", ["file", "memory"])
 def test_tables_on_an_fsspec_url_ingest_inspect_and_restore(
-    scheme: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    scheme: str,
+    corpus: Path,
+    tmp_path: Path,
+    warm_data_dir: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    data_dir = tmp_path / "data"
+    data_dir = warm_data_dir
     url = (
         f"file://{tmp_path / 'shared' / 'docflow-tables'}"
         if scheme == "file"
@@ -218,12 +222,12 @@ def test_tables_on_an_fsspec_url_ingest_inspect_and_restore(
 
 
 def test_a_failed_run_publishes_its_artifacts_as_failed(
-    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    corpus: Path, warm_data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (corpus / "broken.pdf").write_bytes(b"%PDF-1.4 not really")  # one file fails to load
     monkeypatch.setattr(failpoints, "_hits", Counter())
     monkeypatch.setenv(failpoints.ENV, "store:before-upsert=raise@2")  # in the second batch
-    state = ingest(params(corpus, tmp_path / "data", collection="Failing.Run"), return_state=True)
+    state = ingest(params(corpus, warm_data_dir, collection="Failing.Run"), return_state=True)
     assert state.is_failed()
     with get_client(sync_client=True) as client:
         found = client.read_artifacts(
@@ -272,9 +276,9 @@ def test_clear_asks_and_keeps_cache(
 
 
 def test_concurrent_ingests_do_not_interleave(
-    corpus: Path, tmp_path: Path, sample_index: Path
+    corpus: Path, warm_data_dir: Path, sample_index: Path
 ) -> None:
-    data_dir = tmp_path / "data"
+    data_dir = warm_data_dir
     args = ["ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--json"]
     from prefect.settings import PREFECT_API_URL
 

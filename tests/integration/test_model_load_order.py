@@ -11,13 +11,13 @@ stderr.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.servers import migrated_database
 
 SPY = textwrap.dedent(
     """
@@ -64,16 +64,6 @@ SPY = textwrap.dedent(
 )
 
 
-def migrated_copy(dest: Path) -> str:
-    """Copy the harness's Prefect database (its schema migrated) to ``dest``; return its URL."""
-    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
-
-    source = str(PREFECT_SERVER_DATABASE_CONNECTION_URL.value()).split(":///", 1)[1]
-    with sqlite3.connect(source) as src, sqlite3.connect(dest) as copy:
-        src.backup(copy)  # a consistent copy while the harness's server writes
-    return f"sqlite+aiosqlite:///{dest}"
-
-
 def test_a_first_ingest_starts_the_server_first_and_plans_before_the_model_loads(
     tmp_path: Path,
 ) -> None:
@@ -84,7 +74,9 @@ def test_a_first_ingest_starts_the_server_first_and_plans_before_the_model_loads
     script.write_text(SPY)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
-    env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = migrated_copy(tmp_path / "prefect.db")
+    database = migrated_database(tmp_path / "prefect.db")
+    if database:
+        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database
     proc = subprocess.run(
         [sys.executable, str(script), "ingest", "--source", str(source), "--data-dir",
          str(tmp_path / "data"), "--embed-backend", "onnx", "--workers", "0", "--json"],

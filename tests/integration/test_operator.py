@@ -120,19 +120,19 @@ def test_an_invalid_glob_is_a_usage_error(
 
 
 def test_an_error_inside_a_run_is_one_line_and_its_logs_keep_the_traceback(
-    corpus: Path, tmp_path: Path
+    corpus: Path, warm_data_dir: Path
 ) -> None:
     proc = docflow(
         "ingest",
         "--source",
         str(corpus),
         "--data-dir",
-        str(tmp_path / "d"),
+        str(warm_data_dir),
         env={"DOCFLOW_FAILPOINT": "store:before-upsert=raise@*"},
     )
     assert proc.returncode == 1
     one_error_line(proc, "FailpointError: failpoint store:before-upsert reached")
-    [run] = read_table(tmp_path / "d", "runs").to_pylist()
+    [run] = read_table(warm_data_dir, "runs").to_pylist()
     assert run["status"] == "failed" and "store:before-upsert" in run["error"]
     logs = _run_logs(_flow_run_id(proc.stderr))
     assert any("Traceback" in entry.message for entry in logs)  # kept in the run's logs
@@ -193,10 +193,10 @@ def _run_logs(flow_run_id: str) -> list:  # type: ignore[type-arg]
         )
 
 
-def test_the_runs_prefect_log_reads_like_the_cli(corpus: Path, tmp_path: Path) -> None:
+def test_the_runs_prefect_log_reads_like_the_cli(corpus: Path, warm_data_dir: Path) -> None:
     (corpus / "broken.pdf").write_bytes(b"%PDF-1.4 not really a PDF")
     state = ingest(
-        IngestParams(source=str(corpus), data_dir=str(tmp_path / "d"), batch_files=5),
+        IngestParams(source=str(corpus), data_dir=str(warm_data_dir), batch_files=5),
         return_state=True,
     )
     summary = state.result()
@@ -219,10 +219,10 @@ def test_the_runs_prefect_log_reads_like_the_cli(corpus: Path, tmp_path: Path) -
     assert done and f"{summary['chunks_written']} chunks written" in done[0]
 
 
-def test_previously_failed_files_are_retried_not_changed(corpus: Path, tmp_path: Path) -> None:
+def test_previously_failed_files_are_retried_not_changed(corpus: Path, warm_data_dir: Path) -> None:
     broken = corpus / "broken.pdf"
     broken.write_bytes(b"%PDF-1.4 not really a PDF")
-    params = IngestParams(source=str(corpus), data_dir=str(tmp_path / "d"))
+    params = IngestParams(source=str(corpus), data_dir=str(warm_data_dir))
     assert ingest(params)["files_failed"] == 1
     again = ingest(params)
     assert (again["files_retried"], again["files_changed"], again["files_unchanged"]) == (1, 0, 12)
@@ -233,11 +233,11 @@ def test_previously_failed_files_are_retried_not_changed(corpus: Path, tmp_path:
 
 def test_inspect_filters_by_collection_shows_status_and_decodes_json(
     corpus: Path,
-    tmp_path: Path,
+    warm_data_dir: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    data_dir = tmp_path / "d"
+    data_dir = warm_data_dir
     ingest(IngestParams(source=str(corpus), data_dir=str(data_dir), collection="one"))
     ingest(IngestParams(source=str(corpus), data_dir=str(data_dir), collection="two"))
     monkeypatch.setattr(failpoints, "_hits", Counter())

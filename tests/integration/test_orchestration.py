@@ -43,6 +43,7 @@ from tests.servers import (
     Proc,
     base_env,
     free_port,
+    migrated_database,
     spawn,
     start_chroma,
     start_prefect_server,
@@ -60,6 +61,7 @@ DEPLOYMENTS = {
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 TEMPLATE = "{date:%Y-%m-%d}/"
 TIMINGS: dict[str, float] = {}
+OTHER_SERVER: list[str] = []  # the session's server's API URL, beside this module's
 
 
 # -- fixtures: processes ------------------------------------------------------------------
@@ -72,8 +74,16 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def prefect_api(workdir: Path) -> Iterator[str]:
-    """A real `prefect server start` for this module; this process and its children use it."""
-    proc, api, seconds = start_prefect_server(workdir / "prefect-home", free_port(), workdir)
+    """A real `prefect server start` for this module; this process and its children use it.
+
+    The session's own server (the test harness's, or the one configured) stays up beside
+    it: :data:`OTHER_SERVER` holds its URL, for a test that needs a second server.
+    """
+    OTHER_SERVER[:] = [str(PREFECT_API_URL.value())]
+    database = migrated_database(workdir / "prefect-a.db")
+    proc, api, seconds = start_prefect_server(
+        workdir / "prefect-home", free_port(), workdir, database
+    )
     TIMINGS["server_start_s"] = round(seconds, 1)
     before = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = api  # for subprocesses and Dask workers
@@ -434,13 +444,16 @@ def _wait_port(port: int, timeout: float = 60) -> None:
 
 
 @pytest.fixture(scope="module")
-def scaled_out(prefect_api: str, workdir: Path) -> Iterator[dict[str, Any]]:
+def scaled_out(
+    prefect_api: str, workdir: Path, sample_template: tuple[Path, Path]
+) -> Iterator[dict[str, Any]]:
     """Run README's Scaling out block in a fresh folder, line by line, as a user would.
 
     Substituted: the ports (free ones) and the Prefect server, which is this module's (the
     block's ``prefect server start`` line is skipped; its ``export`` names the module's).
     The folder holds the sample corpus as ``data/raw`` and ``.venv``, so the block's
-    default source, data dir and ``.venv/bin/`` paths are the user's.
+    default source, data dir and ``.venv/bin/`` paths are the user's; the data dir starts
+    with the sample's embedding cache (the subject is where the work runs, not the vectors).
     """
     import shutil
     import signal
@@ -448,6 +461,7 @@ def scaled_out(prefect_api: str, workdir: Path) -> Iterator[dict[str, Any]]:
     from tests.conftest import SAMPLE
 
     root = workdir / "scaling-out"
+    warm_cache(root / "data", sample_template[1])
     shutil.copytree(SAMPLE, root / "data" / "raw")
     (root / ".venv").symlink_to(REPO / ".venv")
     api_port = prefect_api.rsplit(":", 1)[1].split("/")[0]
@@ -717,29 +731,27 @@ def probe_run(address: str, api: str) -> UUID:
 
 
 def test_the_same_workers_report_each_run_to_its_own_prefect_server(
-    daemonic_cluster: str, prefect_api: str, workdir: Path
+    daemonic_cluster: str, prefect_api: str
 ) -> None:
     """Workers that served a run of server A send a run of server B's task runs to B.
+
+    A is this module's server, B the session's (both real servers, each its own database).
 
     They used to keep A's events worker: B had the run and its logs, but its task runs
     were on neither server.
     """
     first = probe_run(daemonic_cluster, prefect_api)
     wait_completed(first, {"probe"})
-    server, api_b, _ = start_prefect_server(
-        workdir / "prefect-home-b", free_port(), workdir / "server-b"
-    )
-    try:
-        second = probe_run(daemonic_cluster, api_b)
-        with temporary_settings({PREFECT_API_URL: api_b}):
+    [api_b] = OTHER_SERVER  # the session's server: a second one already running
+    assert api_b != prefect_api
+    second = probe_run(daemonic_cluster, api_b)
+    with temporary_settings({PREFECT_API_URL: api_b}):
+        found = wait_completed(second, {"probe"})
+        deadline = time.monotonic() + 60
+        while len(found) < 3 and time.monotonic() < deadline:  # events arrive one by one
+            time.sleep(1)
             found = wait_completed(second, {"probe"})
-            deadline = time.monotonic() + 60
-            while len(found) < 3 and time.monotonic() < deadline:  # events arrive one by one
-                time.sleep(1)
-                found = wait_completed(second, {"probe"})
-        assert len(found) == 3
-    finally:
-        server.stop()
+    assert len(found) == 3
     assert task_runs_of(second) == []  # nothing of B's run went to A
 
 

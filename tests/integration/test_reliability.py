@@ -45,10 +45,10 @@ def from_scratch(corpus: Path, tmp_path: Path, warm_from: Path) -> dict[str, str
 
 
 def test_a_file_read_mid_rewrite_is_indexed_as_read_then_read_again(
-    corpus: Path, tmp_path: Path, sample_index: Path
+    corpus: Path, warm_data_dir: Path, sample_index: Path
 ) -> None:
     """Planning hashes the whole file; the loader then reads it half-rewritten (a hook)."""
-    data_dir = tmp_path / "data"
+    data_dir = warm_data_dir
     torn = corpus / TORN
     full = torn.read_bytes()
     half = full[: len(full) // 2]

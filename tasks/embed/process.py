@@ -1,0 +1,168 @@
+"""Encode in a child process on a GPU: the forward pass off the flow's GIL.
+
+On CUDA a forward pass is hundreds of short kernel launches, and each launch leaves the
+GIL and takes it back. In the flow's process other threads hold it (the store's Python
+side, the tables, Prefect's event loop), and taking it back waits for their switch
+interval: measured with the real model on small inputs, where operators are as short as
+launches (``python -m tests.benchmarks bench_gil``), an encode beside one pure-Python
+thread took 57 times as long as alone, and in a child process the same as alone. So a
+torch backend on CUDA encodes in a child process of its own: the parent sends a batch's
+texts down a pipe and receives its vectors (the cache, the parts and the store stay in
+the flow's process). The child builds the same :class:`~tasks.embed.model.Embedder` with
+the parent's settings, so the vectors are the ones the parent would have computed.
+
+One child per model and settings, per process, started on first use (or by the CLI's
+warm-up, so that it imports torch and loads the model while the run plans). It ends when
+its parent does, even after ``kill -9`` (:mod:`tasks.common.lifetime`). A child that dies fails
+the batch in one line, and the next batch starts a new one. ``DOCFLOW_EMBED_PROCESS``
+(``1``/``0``) forces the choice; a daemonic process (a Dask worker's) cannot have children
+and encodes in process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from tasks.common.errors import EmbedError
+from tasks.common.lifetime import exit_with
+
+ENV = "DOCFLOW_EMBED_PROCESS"
+
+#: (model, device, backend) → its child.
+_children: dict[tuple[str, str, str], EmbedProcess] = {}
+_children_lock = threading.Lock()
+
+
+def wanted(device: str, backend: str) -> bool:
+    """Return whether an embedder on ``device`` with ``backend`` encodes in a child process."""
+    forced = os.environ.get(ENV, "").strip().lower()
+    if forced in ("0", "false", "no", "off"):
+        return False
+    if mp.current_process().daemon:
+        return False
+    if forced in ("1", "true", "yes", "on"):
+        return True
+    return device.startswith("cuda") and backend.startswith("torch")
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A child's answer when encoding raised: the one-line reason."""
+
+    reason: str
+
+
+def _serve(conn: Connection, model: str, device: str, backend: str) -> None:
+    """The child's loop: build the embedder, then answer each batch of texts with vectors."""
+    from tasks.embed.model import Embedder
+
+    exit_with(os.getppid())
+    os.environ[ENV] = "0"  # the child encodes itself
+    embedder = Embedder(model, device=device, backend=backend)
+    try:
+        conn.send(embedder.dimension)  # loads the model: ready
+    except Exception as exc:  # noqa: BLE001 - any load failure goes to the parent in one line
+        conn.send(_Failed(f"{type(exc).__name__}: {exc}"))
+        return
+    while (request := conn.recv()) is not None:
+        texts, embedder.batch_size = request
+        try:
+            answer: Any = embedder.embed(texts)
+        except Exception as exc:  # noqa: BLE001 - the parent raises it as its own error
+            answer = _Failed(f"{type(exc).__name__}: {exc}")
+        conn.send(answer)
+
+
+class EmbedProcess:
+    """A child process that encodes with one model and its settings."""
+
+    def __init__(self, model: str, device: str, backend: str) -> None:
+        ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=_serve,
+            args=(child, model, device, backend),
+            daemon=True,
+            name="docflow-embed",
+        )
+        self.process.start()
+        child.close()
+        self._lock = threading.Lock()
+        self._dimension: int | None = None
+
+    def _receive(self) -> Any:
+        try:
+            answer = self.conn.recv()
+        except (EOFError, OSError):
+            self.process.join(timeout=5)
+            code = self.process.exitcode
+            how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            raise EmbedError(f"the embedding process died ({how})") from None
+        if isinstance(answer, _Failed):
+            raise EmbedError(f"embedding failed in its process: {answer.reason}")
+        return answer
+
+    @property
+    def dimension(self) -> int:
+        """Return the model's vector size (waits until the child has loaded the model)."""
+        with self._lock:
+            if self._dimension is None:
+                self._dimension = int(self._receive())
+            return self._dimension
+
+    def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        """Return the child's vectors for ``texts`` (one call at a time)."""
+        self.dimension  # noqa: B018 - the first answer is the child's ready signal
+        with self._lock:
+            try:
+                self.conn.send((list(texts), batch_size))
+            except OSError:
+                pass  # a dead child: receiving says how it died
+            vectors: np.ndarray = self._receive()
+            return vectors
+
+    def alive(self) -> bool:
+        """Return whether the child is running."""
+        return self.process.is_alive()
+
+    def stop(self) -> None:
+        """Ask the child to exit; kill it if it does not within a few seconds."""
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+def child_for(model: str, device: str, backend: str) -> EmbedProcess:
+    """Return this process's child for these settings, starting it if needed (or if dead)."""
+    key = (model, device, backend)
+    with _children_lock:
+        child = _children.get(key)
+        if child is None or not child.alive():
+            if child is not None:
+                child.stop()
+            child = _children[key] = EmbedProcess(model, device, backend)
+        return child
+
+
+@atexit.register
+def stop_all() -> None:
+    """Stop every child (at exit)."""
+    with _children_lock:
+        for child in _children.values():
+            child.stop()
+        _children.clear()

@@ -1,0 +1,111 @@
+"""The embedding child process (tasks/embed/process.py), with the real model on the CPU.
+
+On a GPU it is chosen for the torch backends; here ``DOCFLOW_EMBED_PROCESS=1`` forces it.
+The child builds the embedder it is given and calls it as the parent would, whatever the
+backend: these tests give it the ONNX one, whose child starts in about 1.5 s instead of 6
+(no torch import); the torch path's vectors against ``encode`` are
+tests/unit/test_token_batches.py's subject.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import psutil
+import pytest
+
+from tasks.common.errors import EmbedError
+from tasks.embed import process
+from tasks.embed.model import Embedder
+from tests.conftest import REPO
+
+TEXTS = ["Bees cluster in winter.", "Varroa mites weaken a colony.", "Honey is stored in combs."]
+
+
+def child_pids() -> set[int]:
+    return {child.process.pid for child in process._children.values() if child.alive()}
+
+
+@pytest.fixture
+def forced(monkeypatch: pytest.MonkeyPatch) -> Iterator[Embedder]:
+    monkeypatch.setenv(process.ENV, "1")
+    yield Embedder("all-MiniLM-L6-v2", device="cpu", backend="onnx")
+    process.stop_all()
+
+
+def test_which_embedders_encode_in_a_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(process.ENV, raising=False)
+    assert process.wanted("cuda", "torch-fp16") and process.wanted("cuda:1", "torch")
+    assert not process.wanted("cuda", "onnx") and not process.wanted("cpu", "torch")
+    monkeypatch.setenv(process.ENV, "1")
+    assert process.wanted("cpu", "onnx")
+    monkeypatch.setenv(process.ENV, "0")
+    assert not process.wanted("cuda", "torch-fp16")
+
+
+def test_the_child_gives_the_vectors_this_process_gives(
+    forced: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = forced.embed(TEXTS)
+    [pid] = child_pids()
+    assert pid != os.getpid()
+    assert forced.dimension == 384 and forced.embed([]).shape == (0, 384)
+    monkeypatch.setenv(process.ENV, "0")
+    local = Embedder("all-MiniLM-L6-v2", device="cpu", backend="onnx").embed(TEXTS)
+    assert remote.dtype == np.float32 and remote.shape == local.shape == (3, 384)
+    np.testing.assert_allclose(remote, local, atol=1e-5)
+
+
+def test_a_dead_child_fails_the_batch_in_one_line_and_the_next_batch_starts_another(
+    forced: Embedder,
+) -> None:
+    forced.embed(TEXTS[:1])
+    [pid] = child_pids()
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(EmbedError, match=r"^the embedding process died \(signal 9\)$"):
+        forced.embed(TEXTS)
+    assert forced.embed(TEXTS).shape == (3, 384)
+    assert child_pids() and pid not in child_pids()
+
+
+def test_the_child_ends_when_its_parent_is_killed() -> None:
+    script = textwrap.dedent(
+        """
+        import os, sys, time
+        os.environ["DOCFLOW_EMBED_PROCESS"] = "1"
+        from tasks.embed import process
+        from tasks.embed.model import Embedder
+
+        if __name__ == "__main__":
+            Embedder("all-MiniLM-L6-v2", device="cpu", backend="onnx").warm_up()
+            [child] = process._children.values()
+            print(child.process.pid, flush=True)
+            time.sleep(600)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        os.kill(child, 0)  # running
+    finally:
+        parent.kill()  # SIGKILL: no atexit, no cleanup in the parent
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
+                return  # exited, not yet reaped
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the embedding process {child} outlived its parent")
