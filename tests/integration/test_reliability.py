@@ -202,10 +202,10 @@ def test_damaged_manifest_query_answers_restore_recovers(
 
 
 def test_a_failure_handler_that_could_not_record_the_end_is_marked_interrupted(
-    corpus: Path, tmp_path: Path, sample_index: Path
+    corpus: Path, warm_data_dir: Path, sample_index: Path
 ) -> None:
     """From the 3rd table write on the disk is full: batch parts, then the failed-run record."""
-    data_dir = tmp_path / "data"
+    data_dir = warm_data_dir
     proc = docflow(
         "ingest",
         "--source",
@@ -257,9 +257,10 @@ def _fill(disk: Path) -> Path:
 
 
 def test_a_full_disk_fails_in_one_line_and_the_next_run_converges(
-    small_disk: Path, corpus: Path, tmp_path: Path
+    small_disk: Path, corpus: Path, tmp_path: Path, sample_index: Path
 ) -> None:
     data_dir = small_disk / "data"
+    warm_cache(data_dir, sample_index)  # the subject is the disk, not the vectors
     ingest(params(corpus, data_dir))  # the run itself: Chroma's files as a run leaves them
     (corpus / "queen-rearing.md").write_text(
         (corpus / "queen-rearing.md").read_text("utf-8") + "\n\n## Notes\n\nMark her.\n", "utf-8"
