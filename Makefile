@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PIP) install "torch==2.13.0" -c $(CONSTRAINTS)
 	$(PIP) install -c $(CONSTRAINTS) -e ".[test]"
 	# what the default embed backend needs, made once per install: on a CPU the ONNX
-	# export of the bundled model (keyed by the installed files; ~20 s), not in a first run
+	# export of the bundled model (keyed by the installed files; ~15 s), not in a first run
 	$(BIN)/python -c "from tasks.embed.model import Embedder; Embedder().warm_up()"
 	touch $(STAMP)
 
