@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,21 @@ def shared_path(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"../shared is absent here ({path} not found); the real corpora live there")
     return path
+
+
+def copy_sqlite(source: Path, dest: Path) -> None:
+    """Copy the SQLite database ``source`` to ``dest``, consistent while others write it.
+
+    SQLite's backup API, not a file copy: it sees the WAL beside the file and a writer's
+    open transaction.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    src, copy = sqlite3.connect(source), sqlite3.connect(dest)
+    try:
+        src.backup(copy)
+    finally:
+        src.close()
+        copy.close()
 
 
 def corpus_files(folder: str, patterns: tuple[str, ...]) -> list[Path]:

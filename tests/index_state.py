@@ -46,17 +46,9 @@ def warm_cache(data_dir: Path, like: Path) -> None:
     not depend on where a vector came from, so a reference built on a warm cache is the same
     reference, without computing every vector of the corpus again (the suite's time).
     """
-    import sqlite3
-
     from tasks.embed.cache import cache_path
+    from tests.conftest import copy_sqlite
 
     target, cached = cache_path(data_dir), cache_path(like)
     assert cached.is_file() and not data_dir.exists(), (cached, data_dir)
-    target.parent.mkdir(parents=True)
-    source = sqlite3.connect(cached)
-    copy = sqlite3.connect(target)
-    try:
-        source.backup(copy)  # consistent even with the source's WAL beside it
-    finally:
-        source.close()
-        copy.close()
+    copy_sqlite(cached, target)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.conftest import REPO, copy_sqlite
 
 BIN = Path(sys.executable).parent
 
@@ -131,7 +130,7 @@ def keep_migrated_database(dest: Path) -> None:
     source = Path(url.split(":///", 1)[1]) if url.startswith("sqlite") else None
     if source is None or not source.is_file():
         return
-    _backup(source, dest)
+    copy_sqlite(source, dest)
     MIGRATED[:] = [dest]
 
 
@@ -145,14 +144,8 @@ def migrated_database(dest: Path) -> str | None:
     """
     if not MIGRATED:
         return None
-    _backup(MIGRATED[0], dest)
+    copy_sqlite(MIGRATED[0], dest)
     return f"sqlite+aiosqlite:///{dest}"
-
-
-def _backup(source: Path, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(source) as src, sqlite3.connect(dest) as copy:
-        src.backup(copy)  # a consistent copy while the server writes
 
 
 def start_prefect_server(
