@@ -15,8 +15,14 @@ One child per model and settings, per process, started on first use (or by the C
 warm-up, so that it imports torch and loads the model while the run plans). It ends when
 its parent does, even after ``kill -9`` (:mod:`tasks.common.lifetime`). A child that dies fails
 the batch in one line, and the next batch starts a new one. ``DOCFLOW_EMBED_PROCESS``
-(``1``/``0``) forces the choice; a daemonic process (a Dask worker's) cannot have children
-and encodes in process.
+(``1``/``0``) forces the choice; a daemonic process (a Dask worker's) encodes in process:
+it is not the flow's process, whose GIL the child is there to avoid.
+
+The child is a new interpreter that imports this module and nothing of its parent's:
+``multiprocessing``'s spawn would run the parent's main script again in it (as
+``__mp_main__``), and a script that queries or ingests at its module level, outside
+``if __name__ == "__main__":``, would do so twice. It talks over a
+:func:`multiprocessing.Pipe` whose child end it inherits as a file descriptor.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from __future__ import annotations
 import atexit
 import multiprocessing as mp
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,12 +69,17 @@ class _Failed:
     reason: str
 
 
+def serve(argv: Sequence[str]) -> None:
+    """The child's entry point: ``FD MODEL DEVICE BACKEND`` (FD: its end of the pipe)."""
+    fd, model, device, backend = argv
+    _serve(Connection(int(fd)), model, device, backend)
+
+
 def _serve(conn: Connection, model: str, device: str, backend: str) -> None:
     """The child's loop: build the embedder, then answer each batch of texts with vectors."""
     from tasks.embed.model import Embedder
 
     exit_with(os.getppid())
-    os.environ[ENV] = "0"  # the child encodes itself
     embedder = Embedder(model, device=device, backend=backend)
     try:
         conn.send(embedder.dimension)  # loads the model: ready
@@ -86,15 +99,17 @@ class EmbedProcess:
     """A child process that encodes with one model and its settings."""
 
     def __init__(self, model: str, device: str, backend: str) -> None:
-        ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=_serve,
-            args=(child, model, device, backend),
-            daemon=True,
-            name="docflow-embed",
+        self.conn, child = mp.Pipe()
+        # a new interpreter (never a fork of a process that may hold a CUDA context), with
+        # this process's import path, so that it finds docflow where this process did
+        path = os.pathsep.join(p or os.getcwd() for p in sys.path)
+        code = "import sys; from tasks.embed.process import serve; serve(sys.argv[1:])"
+        fd = child.fileno()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code, str(fd), model, device, backend],
+            pass_fds=(fd,),
+            env={**os.environ, "PYTHONPATH": path, ENV: "0"},  # the child encodes itself
         )
-        self.process.start()
         child.close()
         self._lock = threading.Lock()
         self._dimension: int | None = None
@@ -103,8 +118,10 @@ class EmbedProcess:
         try:
             answer = self.conn.recv()
         except (EOFError, OSError):
-            self.process.join(timeout=5)
-            code = self.process.exitcode
+            try:
+                code: int | None = self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
             how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             raise EmbedError(f"the embedding process died ({how})") from None
         if isinstance(answer, _Failed):
@@ -132,7 +149,7 @@ class EmbedProcess:
 
     def alive(self) -> bool:
         """Return whether the child is running."""
-        return self.process.is_alive()
+        return self.process.poll() is None
 
     def stop(self) -> None:
         """Ask the child to exit; kill it if it does not within a few seconds."""
@@ -140,10 +157,11 @@ class EmbedProcess:
             self.conn.send(None)
         except OSError:
             pass
-        self.process.join(timeout=5)
-        if self.process.is_alive():
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.join()
+            self.process.wait()
         self.conn.close()
 
 

@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -73,6 +74,46 @@ def test_a_dead_child_fails_the_batch_in_one_line_and_the_next_batch_starts_anot
         forced.embed(TEXTS)
     assert forced.embed(TEXTS).shape == (3, 384)
     assert child_pids() and pid not in child_pids()
+
+
+def test_the_child_does_not_run_the_parents_script_again(tmp_path: Path) -> None:
+    """A script that embeds at its module level, unguarded, works and runs once.
+
+    ``multiprocessing``'s spawn runs the main script again in the child (as
+    ``__mp_main__``): there this script's embed started a process during the child's
+    bootstrap, multiprocessing refused, and the parent's embed failed with "the embedding
+    process died (exit code 1)" (what the first version of the child did).
+    """
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os
+            os.environ["DOCFLOW_EMBED_PROCESS"] = "1"
+            from tasks.embed import process
+            from tasks.embed.model import Embedder
+
+            print("module level ran in", os.getpid(), flush=True)
+            vectors = Embedder("all-MiniLM-L6-v2", device="cpu", backend="onnx").embed(["a bee"])
+            [child] = process._children.values()
+            print("vectors", vectors.shape, "from", child.process.pid, flush=True)
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,  # docflow found through the import path, as an installed package is
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    ran = [line for line in done.stdout.splitlines() if line.startswith("module level ran")]
+    assert ran == [f"module level ran in {ran[0].split()[-1]}"]  # once, in the parent only
+    assert "vectors (1, 384) from" in done.stdout
 
 
 def test_the_child_ends_when_its_parent_is_killed() -> None:
