@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from tasks.common.tables import read_table
 from tasks.embed.cache import EmbeddingCache
 from tasks.index.admin import versions
 from tasks.index.lexical import physical_names
+from tasks.index.lock import collection_lock
 from tasks.index.manifest import serving_collection
 from tasks.index.store import ChromaStore
 from tests.conftest import REPO
@@ -276,8 +278,14 @@ def test_clear_asks_and_keeps_cache(
 
 
 def test_concurrent_ingests_do_not_interleave(
-    corpus: Path, warm_data_dir: Path, sample_index: Path
+    corpus: Path, warm_data_dir: Path, sample_index: Path, tmp_path: Path
 ) -> None:
+    """Two ingests of one collection at once: one waits for the other, and sees its work.
+
+    The test holds the collection's lock until both runs say they are waiting, so that the
+    two are really at the lock together: on a warm cache the first run could otherwise end
+    before the second one reaches it.
+    """
     data_dir = warm_data_dir
     args = ["ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--json"]
     from prefect.settings import PREFECT_API_URL
@@ -287,22 +295,30 @@ def test_concurrent_ingests_do_not_interleave(
         "PREFECT_API_URL": str(PREFECT_API_URL.value()),
         "DOCFLOW_BATCH_FILES": "2",
     }
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "flows", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=REPO,
-        )
-        for _ in range(2)
-    ]
-    outs = [p.communicate(timeout=600) for p in procs]
+    logs = [tmp_path / f"ingest-{n}.log" for n in range(2)]
+    waiting = f"is locked by pid {os.getpid()}"
+    with collection_lock(data_dir, IngestParams().collection, timeout=5):
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "flows", *args],
+                stdout=subprocess.PIPE,
+                stderr=log.open("w"),
+                text=True,
+                env=env,
+                cwd=REPO,
+            )
+            for log in logs
+        ]
+        deadline = time.monotonic() + 180
+        while not all(waiting in log.read_text() for log in logs):
+            assert all(p.poll() is None for p in procs), [log.read_text()[-1500:] for log in logs]
+            assert time.monotonic() < deadline, "the runs never reached the lock"
+            time.sleep(0.2)
+    stdouts = [p.communicate(timeout=600)[0] for p in procs]
+    outs = [(out, log.read_text()) for out, log in zip(stdouts, logs, strict=True)]
     assert [p.returncode for p in procs] == [0, 0], [e[-1500:] for _, e in outs]
     summaries = [json.loads(o) for o, _ in outs]
     assert sorted(s["files_new"] for s in summaries) == [0, 12]  # the second saw the first's work
-    assert any("is locked by pid" in e and "waiting" in e for _, e in outs)
     runs = sorted(read_table(data_dir, "runs").to_pylist(), key=lambda r: r["started_at"])
     import datetime as dt
 
