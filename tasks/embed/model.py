@@ -209,11 +209,30 @@ class Embedder:
         self.device = device
         self.requested_backend = check_backend(backend)
         self._backend: str | None = None
+        self._device: str | None = None
 
     @property
     def resolved_device(self) -> str:
-        """Return the device the model runs on: the one given, else CUDA when present."""
-        return self.device or default_device()
+        """Return the device the model runs on: the one given, else CUDA when present.
+
+        Where a child process will encode (:func:`tasks.embed.process.asks_child`), the
+        child picks it, and this process never imports torch.
+        """
+        if self.device:
+            return self.device
+        if self._device is None:
+            if self.model_name not in CUSTOM_ENCODERS and process.asks_child(
+                self.requested_backend, cuda_likely()
+            ):
+                child = (self.model_name, process.AUTO, self.requested_backend)
+                self._device = process.child_for(*child).device
+                path = resolve_model_path(self.model_name)
+                backend = resolve_backend(self.requested_backend, self._device, path)
+                if not process.wanted(self._device, backend):  # e.g. torch sees no CUDA
+                    process.release(*child)
+            else:
+                self._device = default_device()
+        return self._device
 
     @property
     def backend(self) -> str:
@@ -236,7 +255,7 @@ class Embedder:
         path = resolve_model_path(self.model_name)
         if backend.startswith("onnx"):
             return load_onnx(path, backend)
-        model = load_model(self.model_name, self.device, half=backend == "torch-fp16")
+        model = load_model(self.model_name, self.resolved_device, half=backend == "torch-fp16")
         encoder: Encoder = torch_encoder(model)
         return encoder
 
@@ -262,7 +281,10 @@ class Embedder:
         device, backend = self.resolved_device, self.backend
         if not process.wanted(device, backend):
             return None
-        return process.child_for(self.model_name, device, backend)
+        # the child that picked the device, where it did; else one for the settings given
+        return process.child_for(
+            self.model_name, self.device or process.AUTO, self.requested_backend
+        )
 
     def warm_up(self) -> None:
         """Load the model now: in this process, or start the child that encodes for it."""

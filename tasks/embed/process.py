@@ -12,7 +12,9 @@ the flow's process). The child builds the same :class:`~tasks.embed.model.Embedd
 the parent's settings, so the vectors are the ones the parent would have computed.
 
 One child per model and settings, per process, started on first use (or by the CLI's
-warm-up, so that it imports torch and loads the model while the run plans). It ends when
+warm-up, so that it imports torch and loads the model while the run plans). Where the
+device is left to pick and an NVIDIA driver is there, the child picks it (:func:`asks_child`):
+the flow's process never imports torch. It ends when
 its parent does, even after ``kill -9`` (:mod:`tasks.common.lifetime`). A child that dies fails
 the batch in one line, and the next batch starts a new one. ``DOCFLOW_EMBED_PROCESS``
 (``1``/``0``) forces the choice; a daemonic process (a Dask worker's) encodes in process:
@@ -44,6 +46,8 @@ from tasks.common.errors import EmbedError
 from tasks.common.lifetime import exit_with
 
 ENV = "DOCFLOW_EMBED_PROCESS"
+#: The device argument of a child that picks the device itself (CUDA when torch sees one).
+AUTO = "auto"
 
 #: (model, device, backend) → its child.
 _children: dict[tuple[str, str, str], EmbedProcess] = {}
@@ -52,14 +56,34 @@ _children_lock = threading.Lock()
 
 def wanted(device: str, backend: str) -> bool:
     """Return whether an embedder on ``device`` with ``backend`` encodes in a child process."""
+    forced = _forced()
+    if forced is not None:
+        return forced
+    return device.startswith("cuda") and backend.startswith("torch")
+
+
+def asks_child(backend: str, cuda: bool) -> bool:
+    """Return whether the device of an embedder left to pick one is the child's to pick.
+
+    Deciding it here means importing torch (5–8 s of holding the GIL while the run plans,
+    before the child could even start); where a child will encode anyway (``backend``
+    ``auto`` or a torch one, and ``cuda``: an NVIDIA driver is there), the child imports
+    torch, picks the device and says which.
+    """
+    forced = _forced()
+    if forced is not None:
+        return forced
+    return cuda and (backend == "auto" or backend.startswith("torch"))
+
+
+def _forced() -> bool | None:
+    """Return ``DOCFLOW_EMBED_PROCESS``'s choice (False in a daemonic process), or None."""
     forced = os.environ.get(ENV, "").strip().lower()
-    if forced in ("0", "false", "no", "off"):
-        return False
-    if mp.current_process().daemon:
+    if forced in ("0", "false", "no", "off") or mp.current_process().daemon:
         return False
     if forced in ("1", "true", "yes", "on"):
         return True
-    return device.startswith("cuda") and backend.startswith("torch")
+    return None
 
 
 @dataclass(frozen=True)
@@ -80,9 +104,9 @@ def _serve(conn: Connection, model: str, device: str, backend: str) -> None:
     from tasks.embed.model import Embedder
 
     exit_with(os.getppid())
-    embedder = Embedder(model, device=device, backend=backend)
+    embedder = Embedder(model, device=None if device == AUTO else device, backend=backend)
     try:
-        conn.send(embedder.dimension)  # loads the model: ready
+        conn.send((embedder.dimension, embedder.resolved_device))  # loads the model: ready
     except Exception as exc:  # noqa: BLE001 - any load failure goes to the parent in one line
         conn.send(_Failed(f"{type(exc).__name__}: {exc}"))
         return
@@ -112,7 +136,7 @@ class EmbedProcess:
         )
         child.close()
         self._lock = threading.Lock()
-        self._dimension: int | None = None
+        self._ready: tuple[int, str] | None = None
 
     def _receive(self) -> Any:
         try:
@@ -128,17 +152,27 @@ class EmbedProcess:
             raise EmbedError(f"embedding failed in its process: {answer.reason}")
         return answer
 
+    def ready(self) -> tuple[int, str]:
+        """Return the model's vector size and the child's device, once the model has loaded."""
+        with self._lock:
+            if self._ready is None:
+                dimension, device = self._receive()
+                self._ready = int(dimension), str(device)
+            return self._ready
+
     @property
     def dimension(self) -> int:
         """Return the model's vector size (waits until the child has loaded the model)."""
-        with self._lock:
-            if self._dimension is None:
-                self._dimension = int(self._receive())
-            return self._dimension
+        return self.ready()[0]
+
+    @property
+    def device(self) -> str:
+        """Return the device the child encodes on (waits until it has loaded the model)."""
+        return self.ready()[1]
 
     def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         """Return the child's vectors for ``texts`` (one call at a time)."""
-        self.dimension  # noqa: B018 - the first answer is the child's ready signal
+        self.ready()  # the first answer is the child's ready signal
         with self._lock:
             try:
                 self.conn.send((list(texts), batch_size))
@@ -166,7 +200,11 @@ class EmbedProcess:
 
 
 def child_for(model: str, device: str, backend: str) -> EmbedProcess:
-    """Return this process's child for these settings, starting it if needed (or if dead)."""
+    """Return this process's child for these settings, starting it if needed (or if dead).
+
+    ``device`` may be :data:`AUTO` and ``backend`` ``auto``: the child resolves them as an
+    embedder in this process would.
+    """
     key = (model, device, backend)
     with _children_lock:
         child = _children.get(key)
@@ -175,6 +213,14 @@ def child_for(model: str, device: str, backend: str) -> EmbedProcess:
                 child.stop()
             child = _children[key] = EmbedProcess(model, device, backend)
         return child
+
+
+def release(model: str, device: str, backend: str) -> None:
+    """Stop the child for these settings, if there is one (it turned out not to be needed)."""
+    with _children_lock:
+        child = _children.pop((model, device, backend), None)
+    if child is not None:
+        child.stop()
 
 
 @atexit.register

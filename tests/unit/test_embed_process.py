@@ -9,6 +9,7 @@ tests/unit/test_token_batches.py's subject.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -45,10 +46,13 @@ def test_which_embedders_encode_in_a_child(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv(process.ENV, raising=False)
     assert process.wanted("cuda", "torch-fp16") and process.wanted("cuda:1", "torch")
     assert not process.wanted("cuda", "onnx") and not process.wanted("cpu", "torch")
+    # a device left to pick: the child's to pick where a driver is and a torch backend may run
+    assert process.asks_child("auto", cuda=True) and process.asks_child("torch", cuda=True)
+    assert not process.asks_child("onnx", cuda=True) and not process.asks_child("auto", cuda=False)
     monkeypatch.setenv(process.ENV, "1")
-    assert process.wanted("cpu", "onnx")
+    assert process.wanted("cpu", "onnx") and process.asks_child("onnx", cuda=False)
     monkeypatch.setenv(process.ENV, "0")
-    assert not process.wanted("cuda", "torch-fp16")
+    assert not process.wanted("cuda", "torch-fp16") and not process.asks_child("auto", cuda=True)
 
 
 def test_the_child_gives_the_vectors_this_process_gives(
@@ -150,3 +154,62 @@ def test_the_child_ends_when_its_parent_is_killed() -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"the embedding process {child} outlived its parent")
+
+
+def test_where_a_child_encodes_it_picks_the_device_and_this_process_never_imports_torch(
+    tmp_path: Path,
+) -> None:
+    """With an NVIDIA driver in sight, the device is the child's to pick (torch is imported there).
+
+    This machine has no GPU: the script makes ``cuda_likely`` say yes, as a driver would,
+    and the child (a new interpreter, where it says no) picks the CPU. Then no child is
+    needed (ONNX on the CPU): it is stopped and this process encodes. With the child forced,
+    it encodes there. Neither way does the parent import torch (5–8 s of its GIL, before).
+    """
+    script = tmp_path / "driver.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import json, os, sys
+            from tasks.embed import model, process
+
+            model.cuda_likely = lambda: True  # an NVIDIA driver, as far as this process sees
+            out = {}
+            for forced in ("", "1"):
+                os.environ[process.ENV] = forced
+                embedder = model.Embedder("all-MiniLM-L6-v2")
+                vectors = embedder.embed(["a bee", "a hive"])
+                out[forced or "auto"] = {
+                    "shape": list(vectors.shape),
+                    "device": embedder.resolved_device,
+                    "backend": embedder.backend,
+                    "children": [c.process.pid for c in process._children.values() if c.alive()],
+                    "torch": "torch" in sys.modules,
+                }
+            print(json.dumps(out))
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["auto"] == {
+        "shape": [2, 384],
+        "device": "cpu",
+        "backend": "onnx",
+        "children": [],
+        "torch": False,
+    }
+    forced = got["1"]
+    assert forced["shape"] == [2, 384] and forced["device"] == "cpu" and not forced["torch"]
+    assert len(forced["children"]) == 1  # encoded there
