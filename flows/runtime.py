@@ -32,7 +32,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from tasks.common.config import IngestParams
 from tasks.common.errors import ConfigError
 from tasks.discover.partitions import partition_params
-from tasks.embed.model import cuda_likely
+from tasks.embed.device import cuda_likely
 
 log = logging.getLogger(__name__)
 

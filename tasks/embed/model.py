@@ -37,6 +37,7 @@ from tasks.embed.backends import (
     resolve_backend,
 )
 from tasks.embed.cache import EmbeddingCache
+from tasks.embed.device import cuda_likely, default_device
 from tasks.embed.model_files import dimension_from_files, hub_snapshot
 from tasks.embed.torch_path import TorchEncoder, torch_encoder
 
@@ -112,24 +113,6 @@ def model_dimension(name: str, backend: str = DEFAULT_BACKEND) -> int:
     if found is not None:
         return found
     return Embedder(name, backend=backend).dimension
-
-
-def cuda_likely() -> bool:
-    """Return whether an NVIDIA GPU seems present, without importing torch (cheap)."""
-    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidiactl")
-
-
-def default_device() -> str:
-    """Return "cuda" when a CUDA device is present, else "cpu".
-
-    Without an NVIDIA driver there is no CUDA device: torch is not imported to say so
-    (1.2 s of a cold query or CLI run on a CPU, where the ONNX backend needs no torch).
-    """
-    if not cuda_likely():
-        return "cpu"
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def load_model(name: str, device: str | None = None, half: bool = False) -> SentenceTransformer:
@@ -221,18 +204,18 @@ class Embedder:
         if self.device:
             return self.device
         if self._device is None:
-            if self.model_name not in CUSTOM_ENCODERS and process.asks_child(
-                self.requested_backend, cuda_likely()
-            ):
-                child = (self.model_name, process.AUTO, self.requested_backend)
-                self._device = process.child_for(*child).device
-                path = resolve_model_path(self.model_name)
-                backend = resolve_backend(self.requested_backend, self._device, path)
-                if not process.wanted(self._device, backend):  # e.g. torch sees no CUDA
-                    process.release(*child)
-            else:
-                self._device = default_device()
+            picked = None
+            if self.model_name not in CUSTOM_ENCODERS:
+                picked = process.picked_device(
+                    self.model_name, self.requested_backend, cuda_likely(), self._needs_child
+                )
+            self._device = picked or default_device()
         return self._device
+
+    def _needs_child(self, device: str) -> bool:
+        """Return whether this embedder encodes in a child process on ``device``."""
+        path = resolve_model_path(self.model_name)
+        return process.wanted(device, resolve_backend(self.requested_backend, device, path))
 
     @property
     def backend(self) -> str:

@@ -35,7 +35,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -74,6 +74,23 @@ def asks_child(backend: str, cuda: bool) -> bool:
     if forced is not None:
         return forced
     return cuda and (backend == "auto" or backend.startswith("torch"))
+
+
+def picked_device(
+    model: str, backend: str, cuda: bool, needs_child: Callable[[str], bool]
+) -> str | None:
+    """Return the device the child picked for an embedder left to pick one (None: not asked).
+
+    The child is stopped where ``needs_child(device)`` says no child encodes there after
+    all (torch sees no CUDA: ONNX on the CPU, in this process).
+    """
+    if not asks_child(backend, cuda):
+        return None
+    key = (model, AUTO, backend)
+    device = child_for(*key).device
+    if not needs_child(device):
+        release(*key)
+    return device
 
 
 def _forced() -> bool | None:

@@ -300,7 +300,8 @@ def warm() -> float:
     create_app(ephemeral=True)  # the server's routers and models (its process imports them)
     from sentence_transformers import SentenceTransformer
 
-    from tasks.embed.model import default_device, resolve_model_path
+    from tasks.embed.device import default_device
+    from tasks.embed.model import resolve_model_path
 
     model = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device=default_device())
     model.encode(["a first sentence compiles what encoding needs"])
