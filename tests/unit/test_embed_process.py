@@ -17,7 +17,6 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import psutil
@@ -80,46 +79,6 @@ def test_a_dead_child_fails_the_batch_in_one_line_and_the_next_batch_starts_anot
     assert child_pids() and pid not in child_pids()
 
 
-def test_the_child_does_not_run_the_parents_script_again(tmp_path: Path) -> None:
-    """A script that embeds at its module level, unguarded, works and runs once.
-
-    ``multiprocessing``'s spawn runs the main script again in the child (as
-    ``__mp_main__``): there this script's embed started a process during the child's
-    bootstrap, multiprocessing refused, and the parent's embed failed with "the embedding
-    process died (exit code 1)" (what the first version of the child did).
-    """
-    script = tmp_path / "unguarded.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import os
-            os.environ["DOCFLOW_EMBED_PROCESS"] = "1"
-            from tasks.embed import process
-            from tasks.embed.model import Embedder
-
-            print("module level ran in", os.getpid(), flush=True)
-            vectors = Embedder("all-MiniLM-L6-v2", device="cpu", backend="onnx").embed(["a bee"])
-            [child] = process._children.values()
-            print("vectors", vectors.shape, "from", child.process.pid, flush=True)
-            """
-        ),
-        encoding="utf-8",
-    )
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,  # docflow found through the import path, as an installed package is
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    ran = [line for line in done.stdout.splitlines() if line.startswith("module level ran")]
-    assert ran == [f"module level ran in {ran[0].split()[-1]}"]  # once, in the parent only
-    assert "vectors (1, 384) from" in done.stdout
-
-
 def test_the_child_ends_when_its_parent_is_killed() -> None:
     script = textwrap.dedent(
         """
@@ -156,53 +115,75 @@ def test_the_child_ends_when_its_parent_is_killed() -> None:
     raise AssertionError(f"the embedding process {child} outlived its parent")
 
 
-def test_where_a_child_encodes_it_picks_the_device_and_this_process_never_imports_torch(
-    tmp_path: Path,
-) -> None:
-    """With an NVIDIA driver in sight, the device is the child's to pick (torch is imported there).
+#: A user's script, unguarded: it embeds at its module level, outside ``if __name__ ==
+#: "__main__":``. It makes ``cuda_likely`` say yes, as an NVIDIA driver would (this machine
+#: has none), then embeds with the device left to pick: once as is, once with the child forced.
+UNGUARDED = """
+import json, os, sys
+from tasks.embed import model, process
 
-    This machine has no GPU: the script makes ``cuda_likely`` say yes, as a driver would,
-    and the child (a new interpreter, where it says no) picks the CPU. Then no child is
-    needed (ONNX on the CPU): it is stopped and this process encodes. With the child forced,
-    it encodes there. Neither way does the parent import torch (5–8 s of its GIL, before).
-    """
-    script = tmp_path / "driver.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import json, os, sys
-            from tasks.embed import model, process
+print("module level ran in", os.getpid(), flush=True)
+model.cuda_likely = lambda: True
+out = {}
+for forced in ("", "1"):
+    os.environ[process.ENV] = forced
+    embedder = model.Embedder("all-MiniLM-L6-v2")
+    vectors = embedder.embed(["a bee", "a hive"])
+    out[forced or "auto"] = {
+        "shape": list(vectors.shape),
+        "device": embedder.resolved_device,
+        "backend": embedder.backend,
+        "children": [c.process.pid for c in process._children.values() if c.alive()],
+        "torch": "torch" in sys.modules,
+    }
+print(json.dumps(out), flush=True)
+"""
 
-            model.cuda_likely = lambda: True  # an NVIDIA driver, as far as this process sees
-            out = {}
-            for forced in ("", "1"):
-                os.environ[process.ENV] = forced
-                embedder = model.Embedder("all-MiniLM-L6-v2")
-                vectors = embedder.embed(["a bee", "a hive"])
-                out[forced or "auto"] = {
-                    "shape": list(vectors.shape),
-                    "device": embedder.resolved_device,
-                    "backend": embedder.backend,
-                    "children": [c.process.pid for c in process._children.values() if c.alive()],
-                    "torch": "torch" in sys.modules,
-                }
-            print(json.dumps(out))
-            """
-        ),
-        encoding="utf-8",
-    )
-    done = subprocess.run(
+
+@pytest.fixture(scope="module")
+def unguarded(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """Run :data:`UNGUARDED` as a script file (so that it is the ``__main__`` a spawn reruns)."""
+    folder = tmp_path_factory.mktemp("unguarded")
+    script = folder / "unguarded.py"
+    script.write_text(UNGUARDED, encoding="utf-8")
+    return subprocess.run(
         [sys.executable, str(script)],
-        cwd=tmp_path,
+        cwd=folder,  # docflow found through the import path, as an installed package is
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
 
-    got = json.loads(done.stdout.splitlines()[-1])
+
+def test_the_child_does_not_run_the_parents_script_again(
+    unguarded: subprocess.CompletedProcess[str],
+) -> None:
+    """A script that embeds at its module level, unguarded, works and runs once.
+
+    ``multiprocessing``'s spawn runs the main script again in the child (as
+    ``__mp_main__``): there this script's embed started a process during the child's
+    bootstrap, multiprocessing refused, and the parent's embed failed with "the embedding
+    process died (exit code 1)" (what the first version of the child did).
+    """
+    assert unguarded.returncode == 0, unguarded.stderr[-2000:]
+    ran = [line for line in unguarded.stdout.splitlines() if line.startswith("module level")]
+    assert ran == [f"module level ran in {ran[0].split()[-1]}"]  # once, in the parent only
+    assert len(json.loads(unguarded.stdout.splitlines()[-1])["1"]["children"]) == 1
+
+
+def test_where_a_child_encodes_it_picks_the_device_and_this_process_never_imports_torch(
+    unguarded: subprocess.CompletedProcess[str],
+) -> None:
+    """With an NVIDIA driver in sight, the device is the child's to pick (torch is imported there).
+
+    The child (a new interpreter, where no driver is) picks the CPU. Then no child is needed
+    (ONNX on the CPU): it is stopped and this process encodes. With the child forced, it
+    encodes there. Neither way does the parent import torch (5–8 s of its GIL, before).
+    """
+    assert unguarded.returncode == 0, unguarded.stderr[-2000:]
+    got = json.loads(unguarded.stdout.splitlines()[-1])
     assert got["auto"] == {
         "shape": [2, 384],
         "device": "cpu",
