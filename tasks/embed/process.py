@@ -52,6 +52,8 @@ AUTO = "auto"
 #: (model, device, backend) → its child.
 _children: dict[tuple[str, str, str], EmbedProcess] = {}
 _children_lock = threading.Lock()
+#: (model, backend) → the device a child picked (:func:`picked_device`).
+_picked: dict[tuple[str, str], str] = {}
 
 
 def wanted(device: str, backend: str) -> bool:
@@ -86,11 +88,12 @@ def picked_device(
     """
     if not asks_child(backend, cuda):
         return None
-    key = (model, AUTO, backend)
-    device = child_for(*key).device
-    if not needs_child(device):
-        release(*key)
-    return device
+    if (model, backend) not in _picked:  # once per process, even where the child was stopped
+        key = (model, AUTO, backend)
+        _picked[model, backend] = child_for(*key).device
+        if not needs_child(_picked[model, backend]):
+            release(*key)
+    return _picked[model, backend]
 
 
 def _forced() -> bool | None:

@@ -124,12 +124,17 @@ from tasks.embed import model, process
 
 print("module level ran in", os.getpid(), flush=True)
 model.cuda_likely = lambda: True
+starts = []
+start = process.EmbedProcess.__init__
+process.EmbedProcess.__init__ = lambda self, *a: starts.append(a) or start(self, *a)
 out = {}
 for forced in ("", "1"):
     os.environ[process.ENV] = forced
-    embedder = model.Embedder("all-MiniLM-L6-v2")
-    vectors = embedder.embed(["a bee", "a hive"])
+    for _ in range(2):  # a new embedder per batch, as the embed task makes
+        embedder = model.Embedder("all-MiniLM-L6-v2")
+        vectors = embedder.embed(["a bee", "a hive"])
     out[forced or "auto"] = {
+        "starts": len(starts),
         "shape": list(vectors.shape),
         "device": embedder.resolved_device,
         "backend": embedder.backend,
@@ -185,6 +190,7 @@ def test_where_a_child_encodes_it_picks_the_device_and_this_process_never_import
     assert unguarded.returncode == 0, unguarded.stderr[-2000:]
     got = json.loads(unguarded.stdout.splitlines()[-1])
     assert got["auto"] == {
+        "starts": 1,  # one child to pick the device, not one per embedder
         "shape": [2, 384],
         "device": "cpu",
         "backend": "onnx",
@@ -193,4 +199,4 @@ def test_where_a_child_encodes_it_picks_the_device_and_this_process_never_import
     }
     forced = got["1"]
     assert forced["shape"] == [2, 384] and forced["device"] == "cpu" and not forced["torch"]
-    assert len(forced["children"]) == 1  # encoded there
+    assert len(forced["children"]) == 1 and forced["starts"] == 2  # encoded there, one child
