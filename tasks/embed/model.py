@@ -214,19 +214,20 @@ class Embedder:
 
     def _needs_child(self, device: str) -> bool:
         """Return whether this embedder encodes in a child process on ``device``."""
+        return process.wanted(device, self._backend_on(device))
+
+    def _backend_on(self, device: str) -> str:
+        """Return the concrete backend on ``device`` (``auto`` resolved for it and the model)."""
+        if self.model_name in CUSTOM_ENCODERS:
+            return "torch"
         path = resolve_model_path(self.model_name)
-        return process.wanted(device, resolve_backend(self.requested_backend, device, path))
+        return resolve_backend(self.requested_backend, device, path)
 
     @property
     def backend(self) -> str:
         """Return the concrete backend (``auto`` resolved for this device and model)."""
         if self._backend is None:
-            if self.model_name in CUSTOM_ENCODERS:
-                self._backend = "torch"
-            else:
-                device = self.resolved_device
-                path = resolve_model_path(self.model_name)
-                self._backend = resolve_backend(self.requested_backend, device, path)
+            self._backend = self._backend_on(self.resolved_device)
         return self._backend
 
     @property

@@ -13,17 +13,18 @@ the parent's settings, so the vectors are the ones the parent would have compute
 
 One child per model and settings, per process, started on first use (or by the CLI's
 warm-up, so that it imports torch and loads the model while the run plans). Where the
-device is left to pick and an NVIDIA driver is there, the child picks it (:func:`asks_child`):
-the flow's process never imports torch. It ends when
-its parent does, even after ``kill -9`` (:mod:`tasks.common.lifetime`). A child that dies fails
-the batch in one line, and the next batch starts a new one. ``DOCFLOW_EMBED_PROCESS``
+device is left to pick and an NVIDIA driver is there, the child picks it
+(:func:`asks_child`): the flow's process never imports torch. It ends when its parent
+does, even after ``kill -9`` (:mod:`tasks.common.lifetime`). A child that dies fails the
+batch in one line, and the next batch starts a new one. ``DOCFLOW_EMBED_PROCESS``
 (``1``/``0``) forces the choice; a daemonic process (a Dask worker's) encodes in process:
 it is not the flow's process, whose GIL the child is there to avoid.
 
 The child is a new interpreter that imports this module and nothing of its parent's:
 ``multiprocessing``'s spawn would run the parent's main script again in it (as
 ``__mp_main__``), and a script that queries or ingests at its module level, outside
-``if __name__ == "__main__":``, would do so twice. It talks over a
+``if __name__ == "__main__":``, would do so again there (and fail: a process started
+during the child's bootstrap). It talks over a
 :func:`multiprocessing.Pipe` whose child end it inherits as a file descriptor.
 """
 
