@@ -13,10 +13,18 @@ Workers come from a fork server with ``tasks.load`` preloaded (cheap to start, s
 start from threads); where there is none, from spawn. The parent resolves each file's
 loader and sends it along, so loaders registered at run time work too; a loader that
 cannot be pickled loads in the parent instead, without the time guard.
+
+Workers outlive the batch that started them: when a batch is loaded its idle workers wait
+for the next batch of this process (at most ``workers`` in all; they end with it). A new
+worker is not free: multiprocessing runs the parent's main module again in it before it
+serves, and where that module imports Prefect (``python -m prefect.engine``, the main of
+every deployed run, or a script calling the flow) that is about a second of CPU, which
+started two workers per batch cost every batch.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing as mp
 import os
@@ -86,7 +94,11 @@ def _limit_memory(limit_mb: int | None) -> None:
 
 
 def serve(conn: Connection, memory_limit_mb: int | None) -> None:
-    """Worker main loop: receive (loader, file, options), send back the file's rows."""
+    """Worker main loop: receive (loader, file, options), send back the file's rows.
+
+    It ends when its parent closes the pipe or dies (kill -9 included): the parent holds
+    the only other end, so the wait for the next file ends in ``EOFError``.
+    """
     _limit_memory(memory_limit_mb)
     while True:
         try:
@@ -123,6 +135,11 @@ class _Job:
 
 _slots_lock = threading.Lock()
 _slots: dict[int, threading.Semaphore] = {}
+_idle: list[_Worker] = []
+"""Workers between batches (each holds its slot), for the next batch of this process."""
+
+SLOT_POLL_S = 0.05
+"""How often a batch waiting for its first worker looks for one another batch set free."""
 
 
 def _slots_for(count: int) -> threading.Semaphore:
@@ -140,6 +157,7 @@ class _Worker:
 
     def __init__(self, options: LoaderOptions, slot: threading.Semaphore) -> None:
         self.slot = slot
+        self.memory_limit_mb = options.memory_limit_mb
         ctx = _mp_context()
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
@@ -155,9 +173,20 @@ class _Worker:
             payload = pickle.dumps((job.loader, job.file, options))
         except (pickle.PicklingError, AttributeError, TypeError):
             return False
-        self.conn.send_bytes(payload)
         self.job = job
+        try:
+            self.conn.send_bytes(payload)
+        except OSError:  # it died while idle: the wait for its answer reports how
+            pass
         return True
+
+    def fits(self, options: LoaderOptions, slot: threading.Semaphore) -> bool:
+        """Return whether this idle worker can serve a batch with ``options``."""
+        return (
+            self.slot is slot
+            and self.memory_limit_mb == options.memory_limit_mb
+            and self.process.is_alive()
+        )
 
     def died(self) -> str:
         """Return the reason for a worker that is gone, after reaping it."""
@@ -188,11 +217,11 @@ class _Worker:
 
 
 def _start(options: LoaderOptions, have: int) -> _Worker | None:
-    """Start a worker within the process-wide budget; None if it cannot (or need not) be.
+    """Return an idle worker, or start one within the budget; None if it cannot (or need not).
 
-    A caller with no worker yet waits for a slot of the budget; one that has some goes on
-    with those when the budget is spent (None). A daemonic process may not have children:
-    Dask's worker processes are daemonic unless started with
+    A caller with no worker yet waits for a slot of the budget or an idle worker; one that
+    has some goes on with those when the budget is spent (None). A daemonic process may not
+    have children: Dask's worker processes are daemonic unless started with
     ``DASK_DISTRIBUTED__WORKER__DAEMON=False``. There files load in process, under the size
     guard but without the time and memory guards.
     """
@@ -200,14 +229,55 @@ def _start(options: LoaderOptions, have: int) -> _Worker | None:
         _warn_once("this process is daemonic (a Dask worker?)")
         return None
     slot = _slots_for(max(1, options.process_count()))
-    if not slot.acquire(blocking=have == 0):
-        return None
+    while True:
+        idle = _take_idle(options, slot)
+        if idle is not None:
+            return idle
+        if slot.acquire(blocking=False) if have else slot.acquire(timeout=SLOT_POLL_S):
+            break
+        if have:
+            return None
     try:
         return _Worker(options, slot)
     except OSError as exc:
         slot.release()
         _warn_once(str(exc))
         return None
+
+
+def _take_idle(options: LoaderOptions, slot: threading.Semaphore) -> _Worker | None:
+    """Return an idle worker that fits ``options``; stop those that do not (their slots free)."""
+    unfit: list[_Worker] = []
+    found = None
+    with _slots_lock:
+        while _idle and found is None:
+            worker = _idle.pop()
+            if worker.fits(options, slot):
+                found = worker
+            else:
+                unfit.append(worker)
+    for worker in unfit:
+        worker.stop()
+    return found
+
+
+def _give_back(worker: _Worker) -> None:
+    """Keep an idle worker for the next batch; stop one still busy (an abandoned batch)."""
+    if worker.job is None and not worker.conn.closed and worker.process.is_alive():
+        with _slots_lock:
+            _idle.append(worker)
+    else:
+        worker.stop()
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop the idle workers (at exit, or to free their processes and slots now)."""
+    with _slots_lock:
+        idle = list(_idle)
+        _idle.clear()
+    for worker in idle:
+        worker.kill()
 
 
 _warned = False
@@ -273,7 +343,7 @@ def iter_load_in_workers(files: Sequence[FileRef], options: LoaderOptions) -> It
                 _collect(busy, workers, done, options)
     finally:
         for worker in workers:
-            worker.stop()
+            _give_back(worker)
 
 
 def _collect(

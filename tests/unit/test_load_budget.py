@@ -1,31 +1,39 @@
-"""Load workers across concurrent batches: at most ``workers`` processes in the whole run."""
+"""Load workers across batches: at most ``workers`` processes in the whole run, reused."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tasks.common.config import LoaderOptions
 from tasks.discover.files import discover
 from tasks.load import worker as load_worker
 from tasks.load.batch import load_batch
+from tests.conftest import REPO
 
 
-def test_concurrent_batches_share_one_budget_of_workers(
+def test_concurrent_batches_share_one_budget_of_workers_and_reuse_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    load_worker.shutdown()  # no idle worker of an earlier test
     for i in range(12):
         (tmp_path / f"note-{i:02d}.txt").write_text(f"note number {i}\n" * 50, encoding="utf-8")
     files = discover(tmp_path, ["*.txt"])
-    alive, peak, lock = [0], [0], threading.Lock()
+    alive, peak, started, lock = [0], [0], [0], threading.Lock()
     original = load_worker._Worker
 
     class Counted(original):  # type: ignore[misc,valid-type]
         def __init__(self, *args: object) -> None:
             super().__init__(*args)
             with lock:
+                started[0] += 1
                 alive[0] += 1
                 peak[0] = max(peak[0], alive[0])
 
@@ -50,7 +58,16 @@ def test_concurrent_batches_share_one_budget_of_workers(
         t.join(timeout=120)
     assert results == {0: 4, 1: 4, 2: 4}
     assert 1 <= peak[0] <= 2  # three batches at once, never more than two processes
-    assert alive[0] == 0  # every slot given back
+    assert started[0] == peak[0]  # a later batch took the idle workers of an earlier one
+    results.clear()
+    load(0)  # and so does a batch after them
+    assert results == {0: 4} and started[0] == peak[0]
+    load_worker.shutdown()
+    assert alive[0] == 0  # the idle workers end on request (and at exit)
+    slot = load_worker._slots_for(2)
+    assert slot.acquire(blocking=False) and slot.acquire(blocking=False)  # every slot back
+    slot.release()
+    slot.release()
 
 
 def test_an_error_while_loading_gives_the_slots_back(
@@ -67,7 +84,48 @@ def test_an_error_while_loading_gives_the_slots_back(
     with pytest.raises(failpoints.FailpointError):
         load_batch(files, options)
     monkeypatch.delenv(failpoints.ENV)
+    assert len(load_batch(files, options)) == 3  # the failed batch left its worker usable
+    load_worker.shutdown()
     slot = load_worker._slots_for(1)
-    assert slot.acquire(blocking=False)  # the failed batch's worker gave its slot back
+    assert slot.acquire(blocking=False)  # and no slot lost
     slot.release()
-    assert len(load_batch(files, options)) == 3
+
+
+def test_idle_workers_end_with_their_parent_after_kill_9(tmp_path: Path) -> None:
+    """An idle worker waits on its pipe for the next batch: its parent's death must end it."""
+    (tmp_path / "a.txt").write_text("alpha\n", encoding="utf-8")
+    script = textwrap.dedent(
+        f"""
+        import time
+        from pathlib import Path
+        from tasks.common.config import LoaderOptions
+        from tasks.discover.files import discover
+        from tasks.load import worker
+        from tasks.load.batch import load_batch
+
+        if __name__ == "__main__":
+            load_batch(discover(Path({str(tmp_path)!r}), ["*.txt"]), LoaderOptions(workers=1))
+            [idle] = worker._idle
+            print(idle.process.pid, flush=True)
+            time.sleep(600)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert child.is_running()
+    finally:
+        parent.kill()  # SIGKILL: no atexit in the parent
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the idle load worker {child.pid} outlived its parent")
