@@ -14,6 +14,8 @@ written / store busy seconds) are printed against that rate (targets ≥ 0.8), a
 batches' chunks (the largest at most about twice the median).
 
 Run: ``python -m tests.benchmarks bench_ceiling`` (``DOCFLOW_BENCH_WORKERS=0,2`` to choose).
+With ``DOCFLOW_BENCH_CHROMA=server`` the store is a ``chroma run`` started on this machine for
+the run (``--chroma-host``), and the bare collection is on the same server.
 Target on the 2-core development machine: ≥ 1,200 chunks/s.
 """
 
@@ -41,12 +43,23 @@ def _register() -> None:
     register_encoder(ZERO, lambda: ConstantEncoder(384))
 
 
-def ingest_once(source: Path, data_dir: Path, workers: int) -> dict[str, Any]:
+def ingest_once(
+    source: Path, data_dir: Path, workers: int, server: tuple[str, int] | None = None
+) -> dict[str, Any]:
     """Ingest ``source`` from an empty data dir; return the summary and the wall seconds."""
     from flows.ingest import ingest
     from tasks.common.config import IngestParams
 
-    params = IngestParams(source=str(source), data_dir=str(data_dir), model=ZERO, workers=workers)
+    host, port = server or (None, 8000)
+    params = IngestParams(
+        source=str(source),
+        data_dir=str(data_dir),
+        model=ZERO,
+        workers=workers,
+        collection=f"ceiling-{workers}",
+        chroma_host=host,
+        chroma_port=port,
+    )
     started = time.perf_counter()
     summary = ingest(params)
     summary["wall_s"] = round(time.perf_counter() - started, 2)
@@ -68,13 +81,19 @@ def read_rows(collection: Any, page: int = 5_000) -> dict[str, list[Any]]:
     return rows
 
 
-def bare_chroma_rate(data_dir: Path, batch_rows: list[int]) -> float:
-    """Upsert the run's stored rows into a fresh Chroma collection as the run batched them."""
+def bare_chroma_rate(
+    data_dir: Path, collection: str, batch_rows: list[int], server: tuple[str, int] | None = None
+) -> float:
+    """Upsert the run's stored rows into a fresh Chroma collection as the run batched them.
+
+    The collection is embedded in a new folder, or on ``server`` (the run's) when given.
+    """
     from tasks.index.store import ChromaStore, make_client
 
-    got = read_rows(ChromaStore.open(data_dir, "docflow").collection())
+    host, port = server or (None, 8000)
+    got = read_rows(ChromaStore.open(data_dir, collection, host, port).collection())
     with tempfile.TemporaryDirectory(prefix="bare-chroma-") as tmp:
-        client = make_client(path=Path(tmp) / "chroma")
+        client = make_client(path=Path(tmp) / "chroma", host=host, port=port)
         col = client.create_collection(
             "bare", embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
         )
@@ -105,13 +124,17 @@ def main() -> dict[str, Any]:
     chosen = os.environ.get("DOCFLOW_BENCH_WORKERS")
     counts = [int(w) for w in chosen.split(",")] if chosen else list(range(0, cores + 1))
     work = Path(tempfile.mkdtemp(prefix="docflow-ceiling-"))
+    chroma = None
     try:
+        server = None
+        if os.environ.get("DOCFLOW_BENCH_CHROMA") == "server":
+            chroma, server = _start_server(work)
         source = work / "corpus"
         files = good_files(None)
         size = copy_corpus(files, source)
         runs = []
         for workers in counts:
-            summary = ingest_once(source, work / f"data-{workers}", workers)
+            summary = ingest_once(source, work / f"data-{workers}", workers, server)
             runs.append(
                 {
                     "workers": workers,
@@ -125,10 +148,13 @@ def main() -> dict[str, Any]:
             print(json.dumps(runs[-1]), flush=True)
         best = max(runs, key=lambda r: r["chunks_per_s"])
         batches = _batch_rows(work / f"data-{best['workers']}")
-        bare = bare_chroma_rate(work / f"data-{best['workers']}", batches)
+        bare = bare_chroma_rate(
+            work / f"data-{best['workers']}", f"ceiling-{best['workers']}", batches, server
+        )
         store_rate = best["chunks"] / best["stage_seconds"]["store"]
         median = statistics.median(batches)
         result = {
+            "store": "chroma run" if server else "embedded",
             "cores": cores,
             "files": len(files),
             "megabytes": round(size / 1e6, 2),
@@ -142,9 +168,20 @@ def main() -> dict[str, Any]:
             "largest_batch_vs_median": round(max(batches) / median, 2),
         }
     finally:
+        if chroma is not None:
+            chroma.stop()
         shutil.rmtree(work, ignore_errors=True)
     report(result)
     return result
+
+
+def _start_server(work: Path) -> tuple[Any, tuple[str, int]]:
+    """Start ``chroma run`` on a free port for this run; return it and (host, port)."""
+    from tests.servers import free_port, start_chroma
+
+    port = free_port()
+    proc, _ = start_chroma(work / "chroma-server", port, work)
+    return proc, ("127.0.0.1", port)
 
 
 def _batch_rows(data_dir: Path) -> list[int]:
@@ -158,7 +195,7 @@ def report(r: dict[str, Any]) -> None:
     """Print the table: one line per workers value, then the store against bare Chroma."""
     print(
         f"\npipeline ceiling: {r['files']} files, {r['megabytes']} MB, {r['cores']} cores, "
-        "zero-cost encoder (flow time; busy seconds per stage overlap)"
+        f"zero-cost encoder, store {r['store']} (flow time; busy seconds per stage overlap)"
     )
     print(f"{'workers':>7} {'flow s':>7} {'chunks':>7} {'chunks/s':>9}  stages")
     for run in r["runs"]:
