@@ -325,7 +325,7 @@ def check(
         source = work / "copies"
         marked_copies(corpus, source, copies)
         many = run_ingest(source, work / "copies-data", beside(out, "copies.log"))
-        bare = bare_chroma_rate(work / "copies-data", many["batches"])
+        bare = bare_chroma_rate(work / "copies-data", "docflow", many["batches"])
         many["encode_s"] = round(plain_encode(model_inputs(work / "copies-data"), on), 2)
         many["chunks_per_s"] = round(many["chunks"] / many["wall_s"], 1)
         many["bare_chroma_rows_per_s"] = round(bare, 1)
