@@ -15,17 +15,16 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 
 import numpy as np
-import psutil
 import pytest
 
 from tasks.common.errors import EmbedError
 from tasks.embed import process
 from tasks.embed.model import Embedder
 from tests.conftest import REPO
+from tests.orphans import survivor_of_killed_parent
 
 TEXTS = ["Bees cluster in winter.", "Varroa mites weaken a colony.", "Honey is stored in combs."]
 
@@ -94,25 +93,8 @@ def test_the_child_ends_when_its_parent_is_killed() -> None:
             time.sleep(600)
         """
     )
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert parent.stdout is not None
-        child = int(parent.stdout.readline())
-        os.kill(child, 0)  # running
-    finally:
-        parent.kill()  # SIGKILL: no atexit, no cleanup in the parent
-        parent.wait()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
-                return  # exited, not yet reaped
-        except psutil.NoSuchProcess:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the embedding process {child} outlived its parent")
+    survivor = survivor_of_killed_parent(script)
+    assert survivor is None, f"the embedding process {survivor} outlived its parent"
 
 
 #: A user's script, unguarded: it embeds at its module level, outside ``if __name__ ==

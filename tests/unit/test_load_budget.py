@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tasks.common.config import LoaderOptions
 from tasks.discover.files import discover
 from tasks.load import worker as load_worker
 from tasks.load.batch import load_batch
-from tests.conftest import REPO
+from tests.orphans import survivor_of_killed_parent
 
 
 def test_concurrent_batches_share_one_budget_of_workers_and_reuse_them(
@@ -110,22 +106,5 @@ def test_idle_workers_end_with_their_parent_after_kill_9(tmp_path: Path) -> None
             time.sleep(600)
         """
     )
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert parent.stdout is not None
-        child = psutil.Process(int(parent.stdout.readline()))
-        assert child.is_running()
-    finally:
-        parent.kill()  # SIGKILL: no atexit in the parent
-        parent.wait()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if child.status() == psutil.STATUS_ZOMBIE:
-                return
-        except psutil.NoSuchProcess:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the idle load worker {child.pid} outlived its parent")
+    survivor = survivor_of_killed_parent(script)
+    assert survivor is None, f"the idle load worker {survivor} outlived its parent"
