@@ -4,10 +4,10 @@ The embedded store is written from the flow's process, where the embed task's bo
 the tables, the lexical index and Prefect's task engine are threads of the same
 interpreter. This measures how much Python work another thread of the process gets done
 while the store writes, against the same thread's rate with the process idle: one thread
-counts loop rounds, the main thread upserts real-sized rows (384-dimensional vectors, texts
-of about a thousand characters, a few metadata keys) in batches of 1,000, first into an
-embedded collection, then, where the ``chroma`` command is installed, into a ``chroma run``
-server on this machine over HTTP.
+does bench_gil's pure-Python rounds (dicts and JSON), the main thread upserts real-sized
+rows (384-dimensional vectors, texts of about a thousand characters, a few metadata keys)
+in batches of 1,000, first into an embedded collection, then, where the ``chroma`` command
+is installed, into a ``chroma run`` server on this machine over HTTP.
 
 Run: ``python -m tests.benchmarks bench_store_gil``.
 """
@@ -15,7 +15,6 @@ Run: ``python -m tests.benchmarks bench_store_gil``.
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,34 +22,19 @@ from typing import Any
 
 import numpy as np
 
+from tests.benchmarks.bench_gil import Competitor
+
 ROWS = 4_000
 BATCH = 1_000
 IDLE_S = 1.0
 
 
-class Counter:
-    """A thread that counts loop rounds until stopped (pure Python, needs the GIL)."""
-
-    def __init__(self) -> None:
-        self.rounds = 0
-        self.stopped = False
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        while not self.stopped:
-            self.rounds += 1
-
-    def rate_while(self, work: Callable[[], Any]) -> tuple[float, float]:
-        """Return (rounds per second during ``work()``, its seconds)."""
-        before, started = self.rounds, time.perf_counter()
-        work()
-        seconds = time.perf_counter() - started
-        return (self.rounds - before) / seconds, seconds
-
-    def stop(self) -> None:
-        self.stopped = True
-        self.thread.join()
+def rate_during(competitor: Competitor, work: Callable[[], Any]) -> tuple[float, float]:
+    """Return (the competitor's rounds per second during ``work()``, its seconds)."""
+    before, started = competitor.rounds, time.perf_counter()
+    work()
+    seconds = time.perf_counter() - started
+    return (competitor.rounds - before) / seconds, seconds
 
 
 def rows() -> dict[str, Any]:
@@ -75,12 +59,12 @@ def upsert_all(collection: Any, data: dict[str, Any]) -> None:
         collection.upsert(**{key: value[lo : lo + BATCH] for key, value in data.items()})
 
 
-def measure(client: Any, counter: Counter, data: dict[str, Any]) -> dict[str, float]:
-    """Upsert the rows into a new collection of ``client``; the counter's rate meanwhile."""
+def measure(client: Any, competitor: Competitor, data: dict[str, Any]) -> dict[str, float]:
+    """Upsert the rows into a new collection of ``client``; the competitor's rate meanwhile."""
     collection = client.create_collection(
         "gil-check", embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
     )
-    rate, seconds = counter.rate_while(lambda: upsert_all(collection, data))
+    rate, seconds = rate_during(competitor, lambda: upsert_all(collection, data))
     return {"rounds_per_s": round(rate), "upsert_s": round(seconds, 2)}
 
 
@@ -89,21 +73,19 @@ def main() -> dict[str, Any]:
     from tasks.index.store import make_client
 
     data = rows()
-    counter = Counter()
     result: dict[str, Any] = {}
-    try:
-        idle, _ = counter.rate_while(lambda: time.sleep(IDLE_S))
+    with Competitor() as competitor:
+        idle, _ = rate_during(competitor, lambda: time.sleep(IDLE_S))
         result["idle_rounds_per_s"] = round(idle)
         with tempfile.TemporaryDirectory(prefix="store-gil-") as tmp:
-            result["embedded"] = measure(make_client(path=Path(tmp) / "chroma"), counter, data)
-            result["server"] = _server(Path(tmp), counter, data)
-    finally:
-        counter.stop()
+            client = make_client(path=Path(tmp) / "chroma")
+            result["embedded"] = measure(client, competitor, data)
+            result["server"] = _server(Path(tmp), competitor, data)
     report(result)
     return result
 
 
-def _server(tmp: Path, counter: Counter, data: dict[str, Any]) -> dict[str, float] | None:
+def _server(tmp: Path, competitor: Competitor, data: dict[str, Any]) -> dict[str, float] | None:
     """Measure against a ``chroma run`` on this machine, or None without the command."""
     from tasks.index.store import make_client
     from tests.servers import BIN, free_port, start_chroma
@@ -113,7 +95,7 @@ def _server(tmp: Path, counter: Counter, data: dict[str, Any]) -> dict[str, floa
     port = free_port()
     proc, _ = start_chroma(tmp / "server", port, tmp)
     try:
-        return measure(make_client(host="127.0.0.1", port=port), counter, data)
+        return measure(make_client(host="127.0.0.1", port=port), competitor, data)
     finally:
         proc.stop()
 
