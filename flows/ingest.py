@@ -25,6 +25,7 @@ from flows import artifacts, narrative, progress, runtime
 from flows.guard import collection_guard
 from tasks.common import memory
 from tasks.common.config import IngestParams
+from tasks.common.documents import printable_name
 from tasks.common.errors import DocflowError, StateError
 from tasks.common.runs import RunContext, RunSummary, new_run_id
 from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write_run
@@ -48,7 +49,7 @@ def make_context(params: IngestParams, run_id: str, physical: str) -> RunContext
         data_dir=str(params.data_path),
         collection=params.collection,
         physical=physical,
-        root=str(Path(params.source).resolve()),
+        root=printable_name(str(Path(params.source).resolve())),  # an id: through a link too
         fingerprint=params.content_fingerprint(),
         model=params.model,
         chroma_host=params.chroma_host,

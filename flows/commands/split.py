@@ -44,6 +44,7 @@ def split(
     Example: docflow split data/raw/queen-rearing.md --length-unit tokens --chunk-size 256
     """
     from tasks.common.config import resolve_params
+    from tasks.common.documents import printable_name
     from tasks.split.factory import split_file
 
     overrides = {
@@ -56,6 +57,7 @@ def split(
         params = resolve_params(None, overrides)
         rows, chunks = split_file(file, params)
     docs = {r.document.doc_id: i for i, r in enumerate(rows) if r.document is not None}
+    shown = printable_name(str(file))  # a name that is not UTF-8 cannot go into HTML or JSON
     records = [
         {
             "document": docs[c.doc_id],
@@ -76,16 +78,16 @@ def split(
         documents = [r.document for r in rows if r.document is not None]
         page_settings = {k: getattr(params, k) for k in overrides}
         with errors_to_exit_codes():
-            page = render_chunks_html(documents, chunks, str(file), page_settings)
+            page = render_chunks_html(documents, chunks, shown, page_settings)
             html_out.write_text(page, encoding="utf-8")
         click.echo(f"wrote {html_out}", err=True)  # stderr: --json keeps one object on stdout
     if as_json:
         settings = {k: getattr(params, k) for k in overrides}
-        payload = {"file": str(file), **settings, "documents": len(rows), "chunks": records}
+        payload = {"file": shown, **settings, "documents": len(rows), "chunks": records}
         click.echo(json.dumps(payload, ensure_ascii=False))
         return
     click.echo(
-        f"{file}: {len(rows)} document(s), {len(chunks)} chunks "
+        f"{shown}: {len(rows)} document(s), {len(chunks)} chunks "
         f"({params.splitter}, {params.chunk_size}/{params.chunk_overlap} {params.length_unit})"
     )
     for c in chunks:

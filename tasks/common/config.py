@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from tasks.common.documents import printable_name
 from tasks.common.errors import ConfigError
 
 ENV_PREFIX = "DOCFLOW_"
@@ -142,8 +144,27 @@ DEFAULT_DENSE_WEIGHT = 0.25
 DEFAULT_FEEDBACK_WEIGHT = 0.6
 
 
+def utf8_path(value: str) -> str:
+    """Refuse a path that is not valid UTF-8 (Python keeps its odd bytes as lone surrogates).
+
+    A run's parameters travel as JSON and its folders are recorded in tables, and neither
+    can hold such a path; a file name under the source folder is no problem (see
+    ``printable_name``).
+    """
+    if printable_name(value) != value:
+        raise ValueError(
+            f"{printable_name(value)} is not valid UTF-8: rename the folder, or reach it "
+            "through a link with a UTF-8 path"
+        )
+    return value
+
+
 # Settings of where a collection lives, shared by every command that reads or writes one.
-DataDir = Annotated[str, Field(description="Where tables, the Chroma store and state live.")]
+DataDir = Annotated[
+    str,
+    AfterValidator(utf8_path),
+    Field(description="Where tables, the Chroma store and state live."),
+]
 TablesUrl = Annotated[
     str | None,
     Field(
@@ -252,6 +273,11 @@ class IngestParams(BaseModel):
         description="With source_template: the partition to ingest; empty means the run's "
         "scheduled date.",
     )
+
+    @field_validator("source")
+    @classmethod
+    def _source_is_utf8(cls, value: str) -> str:
+        return utf8_path(value)
 
     @field_validator("source_template")
     @classmethod

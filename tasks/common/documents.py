@@ -16,6 +16,8 @@ Invariants (tested on every splitter and corpus, see DESIGN.md):
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,10 +29,14 @@ _HASH_BLOCK = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class FileRef:
-    """A discovered file: where it is, its name relative to the root, and its fingerprint."""
+    """A discovered file: where it is, its name relative to the root, and its fingerprint.
 
-    path: str  # absolute path
-    source: str  # relative to the source root, POSIX separators
+    ``path`` is the name the operating system knows (what loaders open); ``source``, the
+    file's id everywhere else, is always valid UTF-8 (:func:`printable_name`).
+    """
+
+    path: str  # absolute path, as the OS gave it
+    source: str  # relative to the source root, POSIX separators, printable
     size: int
     mtime: float
     sha256: str
@@ -40,6 +46,45 @@ class FileRef:
     def extension(self) -> str:
         """Return the lower-case extension with its dot (".md"), or ""."""
         return Path(self.source).suffix.lower()
+
+
+def printable_name(name: str) -> str:
+    r"""Return a file name as valid UTF-8 text: bytes that are not UTF-8 become ``\xNN``.
+
+    A POSIX file name is bytes. Python decodes one that is not UTF-8 (a Latin-1 name from an
+    old share, say) with a lone surrogate per undecodable byte, and no table, store, log or
+    hash can encode those: one such name failed the whole run. Escaped, it is readable and
+    the same on every run, so the file is ingested, skipped when unchanged and deleted when
+    gone like any other. A name that is UTF-8 comes back unchanged.
+    """
+    if name.isascii():
+        return name
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(value: Any) -> Any:
+    r"""Return ``value`` with every lone surrogate in its strings replaced by U+FFFD.
+
+    A JSON string may escape a code point that is no character (``"\ud800"``), and Python
+    keeps it; no table, store or log can encode it, so one such string failed the whole
+    run. The replacement character marks the spot, as a decoder marks bytes it cannot read.
+    Strings inside mappings and lists (metadata) are replaced too; a value with none comes
+    back as the same object.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, Mapping):
+        items = [(valid_text(k), valid_text(v)) for k, v in value.items()]
+        same = all(a is k and b is v for (a, b), (k, v) in zip(items, value.items(), strict=True))
+        return value if same else dict(items)
+    if isinstance(value, list | tuple):
+        values = [valid_text(v) for v in value]
+        same = all(a is v for a, v in zip(values, value, strict=True))
+        return value if same else type(value)(values)
+    return value
 
 
 def file_sha256(path: Path) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from wcmatch import glob as wglob
 
-from tasks.common.documents import FileRef, file_sha256, unreadable_reason
+from tasks.common.documents import FileRef, file_sha256, printable_name, unreadable_reason
 from tasks.common.errors import ConfigError
 from tasks.index.manifest import FileState
 
@@ -73,7 +73,7 @@ def unmatched(files: Sequence[FileRef], patterns: Sequence[str]) -> list[str]:
 
 def fingerprint_file(path: Path, root: Path) -> FileRef:
     """Return the FileRef of one listed file; one that cannot be read gets ``error`` set."""
-    source = path.relative_to(root).as_posix()
+    source = printable_name(path.relative_to(root).as_posix())
     abspath = os.path.abspath(path)  # through a link: keep the link's name
     size, mtime = 0, 0.0
     try:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tasks.common.documents import valid_text
 from tasks.common.errors import ConfigError
 from tasks.evaluate.dataset import Dataset, Question
 
@@ -67,7 +68,7 @@ def _text(record: dict[str, Any], key: str, where: str) -> str:
     value = record.get(key) or ""
     if not isinstance(value, str):
         raise ConfigError(f"{where}: {key} must be a string")
-    return value
+    return str(valid_text(value))  # a "\\ud800" escape: U+FFFD, as a loader does
 
 
 def _documents(path: Path) -> tuple[dict[str, str], dict[str, str]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
 from tasks.common.config import LoaderOptions
-from tasks.common.documents import Document, FileRef, unreadable_reason
+from tasks.common.documents import Document, FileRef, printable_name, unreadable_reason
 from tasks.common.errors import LoadError
 from tasks.common.failpoints import failpoint
 from tasks.load.encoding import Decoded, decode_text
@@ -110,8 +110,8 @@ def file_metadata(file: FileRef, file_type: str) -> dict[str, Any]:
     path = Path(file.path)
     return {
         "source": file.source,
-        "file_path": file.path,
-        "file_name": path.name,
+        "file_path": printable_name(file.path),
+        "file_name": printable_name(path.name),
         "file_type": file_type,
         "size": file.size,
         "mtime": file.mtime,

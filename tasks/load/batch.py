@@ -13,7 +13,7 @@ from collections.abc import Generator, Sequence
 from contextlib import closing
 
 from tasks.common.config import LoaderOptions
-from tasks.common.documents import Document, FileRef
+from tasks.common.documents import Document, FileRef, valid_text
 from tasks.common.errors import LoadError
 from tasks.common.failpoints import failpoint
 from tasks.common.tables import DocumentRow
@@ -41,6 +41,13 @@ def failed_row(file: FileRef, loader: str, reason: str) -> DocumentRow:
     return DocumentRow(file.source, file.sha256, loader, "failed", one_line(reason))
 
 
+def _valid(doc: Document) -> Document:
+    text, metadata = valid_text(doc.page_content), valid_text(doc.metadata)
+    if text is doc.page_content and metadata is doc.metadata:
+        return doc
+    return Document(text, metadata)
+
+
 def load_with(loader: Loader, file: FileRef, options: LoaderOptions) -> list[DocumentRow]:
     """Load one file with ``loader``: one row per Document, or one failed row.
 
@@ -65,6 +72,7 @@ def load_with(loader: Loader, file: FileRef, options: LoaderOptions) -> list[Doc
     except Exception as exc:  # noqa: BLE001 - a loader's crash on one file is that file's failure
         log.debug("loader %s crashed on %s", loader.name, file.source, exc_info=True)
         return [failed_row(file, loader.name, f"loader error: {type(exc).__name__}: {exc}")]
+    docs = [_valid(d) for d in docs]
     sha = reads.get(file.path, file.sha256)
     if sha != file.sha256:
         log.debug("%s changed between planning and loading", file.source)

@@ -54,6 +54,7 @@ from typing import get_args
 import numpy as np
 
 from tasks.common.config import Fusion, QueryParams, Retrieval
+from tasks.common.documents import printable_name
 from tasks.common.errors import ConfigError
 
 RETRIEVALS: tuple[str, ...] = get_args(Retrieval)
@@ -288,9 +289,19 @@ def describe_score(ranking: QueryParams) -> str:
 
 
 def check_question(text: str) -> None:
-    """Raise ValueError for a question with nothing to search for (empty, or spaces)."""
+    """Raise ValueError for a question with nothing to search for (empty, or spaces).
+
+    Or one that is not valid Unicode: bytes a terminal in another encoding passed on the
+    command line (Python keeps them as lone surrogates, which the tokenizer and SQLite
+    refuse with errors that name neither the question nor the cause).
+    """
     if not text.strip():
         raise ValueError("the question is empty: give the words to search for")
+    shown = printable_name(text)
+    if shown != text:
+        raise ValueError(
+            f"the question '{shown}' is not valid UTF-8: is the terminal set to another encoding?"
+        )
 
 
 def cosine(vector: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tasks.common.config import IngestParams
-from tasks.common.documents import Chunk, FileRef, file_sha256
+from tasks.common.documents import Chunk, FileRef, file_sha256, printable_name
 from tasks.common.errors import ConfigError, LoadError
 from tasks.common.tables import DocumentRow
 from tasks.split.auto import HTML_HEADERS, MARKDOWN_HEADERS, AutoSplitter
@@ -134,7 +134,8 @@ def split_file(path: Path, params: IngestParams) -> tuple[list[DocumentRow], lis
     from tasks.load import load_file
 
     stat = path.stat()
-    ref = FileRef(os.path.abspath(path), path.name, stat.st_size, stat.st_mtime, file_sha256(path))
+    name = printable_name(path.name)
+    ref = FileRef(os.path.abspath(path), name, stat.st_size, stat.st_mtime, file_sha256(path))
     rows = load_file(ref)
     failed = [r for r in rows if r.document is None]
     if failed:

@@ -77,6 +77,33 @@ def test_edit_delete_add_equals_from_scratch(ingested: tuple[Path, Path], tmp_pa
     assert manifest_ids(data_dir) == set(snapshot(data_dir))
 
 
+def test_a_file_whose_name_is_not_utf8_is_ingested_skipped_and_deleted(
+    ingested: tuple[Path, Path],
+) -> None:
+    """A Latin-1 file name (bytes ``r\\xe9colte``) used to fail the whole run."""
+    corpus, data_dir = ingested
+    path = corpus / os.fsdecode(b"r\xe9colte.txt")
+    try:
+        path.write_text("The honey harvest starts once the frames are capped.\n", encoding="utf-8")
+    except (OSError, UnicodeError) as exc:  # a file system that only takes UTF-8 names
+        pytest.skip(f"cannot create a file whose name is not UTF-8 here: {exc}")
+    added = ingest(params(corpus, data_dir))
+    assert (added["files_new"], added["files_failed"], added["status"]) == (1, 0, "completed")
+    [hit] = query("When does the honey harvest start?", data_dir, "docflow", k=1)
+    assert hit.source == "r\\xe9colte.txt" and "frames are capped" in hit.text
+    again = ingest(params(corpus, data_dir))
+    assert (again["files_unchanged"], again["files_new"], again["files_changed"]) == (13, 0, 0)
+    path.unlink()
+    gone = ingest(params(corpus, data_dir))
+    assert gone["files_deleted"] == 1 and gone["chunks_deleted"] == 1
+    assert "r\\xe9colte.txt" not in {m["source"] for m in _metadatas(data_dir)}
+
+
+def _metadatas(data_dir: Path) -> list[dict[str, object]]:
+    store = ChromaStore.open(data_dir, serving_collection(data_dir, "docflow"))
+    return list(store.collection().get(include=["metadatas"])["metadatas"] or [])
+
+
 def test_splitter_change_resplits_every_file(ingested: tuple[Path, Path], tmp_path: Path) -> None:
     corpus, data_dir = ingested
     summary = ingest(params(corpus, data_dir, chunk_size=600, chunk_overlap=50))

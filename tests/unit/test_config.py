@@ -173,6 +173,9 @@ def test_overrides_with_none_are_ignored(tmp_path: Path) -> None:
         pytest.param({"batch_files": 0}, {}, "batch_files", id="batch-files-zero"),
         pytest.param({"include": "**/*.md"}, {}, "include", id="include-not-list"),
         pytest.param({"chunk_sise": 10}, {}, "chunk_sise", id="unknown-field"),
+        # a path of bytes that are not UTF-8, as Python decodes it from argv or os.listdir
+        pytest.param({"source": "/srv/r\udce9pertoire"}, {}, "source", id="source-not-utf8"),
+        pytest.param({}, {"DOCFLOW_DATA_DIR": "/srv/d\udce9"}, "data_dir", id="data-dir-not-utf8"),
     ],
 )
 def test_invalid_values_raise_config_error_naming_the_field(
@@ -300,3 +303,10 @@ def test_unknown_keys_of_the_query_table_are_refused_with_a_suggestion(tmp_path:
     with pytest.raises(ConfigError) as info:
         resolve_query_params(config, environ={})
     assert str(info.value) == "unknown setting 'dense_wieght' (did you mean 'dense_weight'?)"
+
+
+def test_a_path_that_is_not_utf8_is_named_printably() -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_params(overrides={"source": "/srv/r\udce9pertoire"}, environ={})
+    assert "/srv/r\\xe9pertoire is not valid UTF-8" in str(info.value)
+    str(info.value).encode("utf-8")  # the message itself can be printed and logged

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tasks.common.config import LoaderOptions
-from tasks.common.documents import FileRef, file_sha256
+from tasks.common.documents import FileRef, file_sha256, printable_name
 from tasks.common.errors import ConfigError
 from tasks.discover import files as discover_module
 from tasks.discover.files import BatchLimits, discover, estimate_chunks, plan_batches
@@ -409,3 +409,22 @@ def test_unmatched_names_the_patterns_that_select_nothing() -> None:
     files = [FileRef(f"/r/{s}", s, 1, 0.0, "x") for s in ("a.md", "docs/b.txt")]
     assert unmatched(files, ["**/*.md", "**/*.pdf", "docs/*.txt", "x/**"]) == ["**/*.pdf", "x/**"]
     assert unmatched([], ["**/*.md"]) == ["**/*.md"]
+
+
+def test_a_name_that_is_not_utf8_gets_a_printable_source_and_still_loads(tmp_path: Path) -> None:
+    """A Latin-1 name (bytes ``caf\\xe9``) failed the whole run: no table can hold it."""
+    try:
+        (Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.txt"))).write_bytes(b"legacy name\n")
+    except (OSError, UnicodeError) as exc:  # a file system that only takes UTF-8 names
+        pytest.skip(f"cannot create a file whose name is not UTF-8 here: {exc}")
+    (tmp_path / "café.md").write_text("# Caf\u00e9\n\nutf-8 name\n", encoding="utf-8")
+    refs = {f.source: f for f in discover(tmp_path, ["*"])}
+    assert set(refs) == {"caf\\xe9.txt", "café.md"}  # a UTF-8 name is left as it is
+    assert printable_name("guides/café.md") == "guides/café.md"
+    rows = load_batch([refs["caf\\xe9.txt"]], LoaderOptions(workers=0))
+    assert [r.status for r in rows] == ["loaded"]
+    meta = rows[0].document.metadata if rows[0].document else {}
+    assert meta["source"] == "caf\\xe9.txt" and meta["file_name"] == "caf\\xe9.txt"
+    assert meta["file_path"].endswith("/caf\\xe9.txt")
+    for value in (meta["source"], meta["file_path"]):
+        value.encode("utf-8")  # what the tables, the store and the logs write

@@ -79,6 +79,19 @@ def test_load_beir(tmp_path: Path) -> None:
     assert [q.query_id for q in load_beir(other).questions] == ["q1", "q2", "q3"]
 
 
+def test_a_lone_surrogate_escape_in_a_set_becomes_the_replacement_character(
+    tmp_path: Path,
+) -> None:
+    """``"\\ud800"`` is valid JSON but no character: chunks, tables and the tokenizer refuse it."""
+    documents = [(i, t, x.replace("spring", "spring \ud800")) for i, t, x in DOCUMENTS]
+    queries = [(i, q.replace("swarm", "swarm \udc00")) for i, q in QUERIES]
+    dataset = load_beir(write_beir(tmp_path / "odd", documents, queries))
+    assert "spring \ufffd when" in dataset.corpora["d3"]
+    assert any("swarm \ufffd?" in q.text for q in dataset.questions)
+    for text in [*dataset.corpora.values(), *(q.text for q in dataset.questions)]:
+        text.encode("utf-8")
+
+
 def test_a_title_is_the_heading_and_the_context_of_every_chunk(tmp_path: Path) -> None:
     long_text = " ".join(["Bees forage on clover and store nectar as honey."] * 40)
     folder = write_beir(tmp_path / "b", [("d", "Forage", long_text)], qrels=[("q1", "d", 1)])

@@ -127,3 +127,19 @@ def test_lookup(path: str | None, expected: Any) -> None:
 def test_lookup_missing(path: str) -> None:
     missing = lookup({}, "nothing")
     assert lookup({"a": [1, {"b": 2}]}, path) is missing
+
+
+def test_a_lone_surrogate_escape_becomes_the_replacement_character(tmp_path: Path) -> None:
+    """``"\\ud800"`` is valid JSON but no character: it failed the whole run (no table,
+    store or log can encode it); now the file loads and every table can take it."""
+    from tasks.common.tables import documents_table
+
+    data = '[{"name": "Sk\\udbffrv", "text": "Lit in 1880 \\ud800 by the harbour board."}]'
+    rows = load(tmp_path, "lights.json", data, json_content_field="text",
+                json_metadata_fields=["name"])  # fmt: skip
+    [doc] = docs(rows)
+    assert doc.page_content == "Lit in 1880 \ufffd by the harbour board."
+    assert doc.metadata["name"] == "Sk\ufffdrv"
+    documents_table(rows).to_pylist()  # the ``documents`` table's UTF-8 strings
+    plain = load(tmp_path, "plain.json", '[{"text": "no escapes"}]', json_content_field="text")
+    assert docs(plain)[0].page_content == "no escapes"

@@ -7,6 +7,7 @@ tests/integration/test_query.py use the real model).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -333,6 +334,9 @@ def test_empty_questions_and_closed_retrievers_fail_clearly(collection: Path) ->
         for empty in ("", "   ", "\n\t"):
             with pytest.raises(ValueError, match="question is empty"):
                 r.search(empty)
+        # bytes from a terminal in Latin-1, as Python decodes argv: named, not a tokenizer error
+        with pytest.raises(ValueError, match=r"question 'caf\\xe9 hives' is not valid UTF-8"):
+            r.search(os.fsdecode(b"caf\xe9 hives"))
     with pytest.raises(StoreError, match="Retriever is closed"):
         r.search("varroa")
     with pytest.raises(StoreError, match="Retriever is closed"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -170,3 +171,20 @@ def test_cli_writes_the_page_beside_json(
     payload = json.loads(stdout)  # still exactly one JSON object on stdout
     assert f"wrote {out}" in stderr
     assert len(Page(out.read_text(encoding="utf-8")).rows) == len(payload["chunks"])
+
+
+def test_cli_splits_a_file_whose_name_is_not_utf8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its name used to fail the command (the HTML title, the JSON): it is shown escaped."""
+    path = Path(os.fsdecode(bytes(tmp_path) + b"/r\xe9colte.md"))
+    try:
+        path.write_text("# Harvest\n\nTake the capped frames.\n", encoding="utf-8")
+    except (OSError, UnicodeError) as exc:  # a file system that only takes UTF-8 names
+        pytest.skip(f"cannot create a file whose name is not UTF-8 here: {exc}")
+    out = tmp_path / "split.html"
+    assert main(["split", str(path), "--html", str(out), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["file"] == f"{tmp_path}/r\\xe9colte.md"
+    assert payload["chunks"][0]["text"].startswith("# Harvest")
+    assert f"<title>{tmp_path}/r\\xe9colte.md</title>" in out.read_text(encoding="utf-8")
