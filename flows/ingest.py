@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from contextlib import suppress
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -25,11 +24,10 @@ from flows import artifacts, narrative, progress, runtime
 from flows.guard import collection_guard
 from tasks.common import memory
 from tasks.common.config import IngestParams
-from tasks.common.documents import printable_name
 from tasks.common.errors import DocflowError, StateError
 from tasks.common.runs import RunContext, RunSummary, new_run_id
 from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write_run
-from tasks.discover.files import BatchLimits, plan_task
+from tasks.discover.files import BatchLimits, plan_task, root_id
 from tasks.discover.partitions import partition_folder
 from tasks.embed.model import embed_task
 from tasks.index.consistency import open_index_task
@@ -49,7 +47,7 @@ def make_context(params: IngestParams, run_id: str, physical: str) -> RunContext
         data_dir=str(params.data_path),
         collection=params.collection,
         physical=physical,
-        root=printable_name(str(Path(params.source).resolve())),  # an id: through a link too
+        root=root_id(params.source),
         fingerprint=params.content_fingerprint(),
         model=params.model,
         chroma_host=params.chroma_host,

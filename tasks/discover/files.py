@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +71,15 @@ def unmatched(files: Sequence[FileRef], patterns: Sequence[str]) -> list[str]:
     ]
 
 
+def root_id(source: str | Path) -> str:
+    """Return the id the manifest knows a source folder by: its real path, printable.
+
+    Each file's manifest row records it, and deletions are scoped to it (a run of another
+    folder into the same collection deletes nothing of this one's).
+    """
+    return printable_name(str(Path(source).resolve()))
+
+
 def fingerprint_file(path: Path, root: Path) -> FileRef:
     """Return the FileRef of one listed file; one that cannot be read gets ``error`` set."""
     source = printable_name(path.relative_to(root).as_posix())
@@ -103,11 +112,13 @@ def iter_matches(
     include: Sequence[str],
     exclude: Sequence[str] = (),
     include_hidden: bool = False,
+    skip: Collection[Path] = (),
 ) -> Iterator[Path]:
     """Yield files under ``root`` matching any include and no exclude glob (walk order).
 
     Symlinked folders are walked only when they resolve inside ``root`` and not to one of
-    their own ancestors (so a link loop ends).
+    their own ancestors (so a link loop ends). Folders in ``skip`` are not walked (the run's
+    own data dir, when it lies inside the source folder).
 
     Raises:
         ConfigError: If ``root`` is not a folder.
@@ -115,6 +126,7 @@ def iter_matches(
     if not root.is_dir():
         raise ConfigError(f"source folder not found: {root}")
     real_root = root.resolve()
+    skipped = {p.resolve() for p in skip}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         here = Path(dirpath)
         parts = here.relative_to(root).parts
@@ -124,6 +136,8 @@ def iter_matches(
             continue
         if not include_hidden:
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        if skipped:
+            dirnames[:] = [d for d in dirnames if (here / d).resolve() not in skipped]
         dirnames.sort()
         for name in sorted(filenames):
             path = here / name
@@ -147,15 +161,17 @@ def discover(
     exclude: Sequence[str] = (),
     include_hidden: bool = False,
     sample_size: int | None = None,
+    skip: Collection[Path] = (),
 ) -> list[FileRef]:
     """Return the matching files with size, mtime and sha256, sorted by source path.
 
     With ``sample_size``, only the first that many files (in that order) are fingerprinted
     and returned: a quick trial run. A file that cannot be read or is gone by the time it is
-    hashed is returned with ``error`` set (and ``sha256`` ""), never raised.
+    hashed is returned with ``error`` set (and ``sha256`` ""), never raised. Folders in
+    ``skip`` are not walked.
     """
     paths = sorted(
-        iter_matches(root, include, exclude, include_hidden),
+        iter_matches(root, include, exclude, include_hidden, skip),
         key=lambda p: p.relative_to(root).as_posix(),
     )
     return [fingerprint_file(path, root) for path in paths[:sample_size]]
@@ -367,7 +383,9 @@ def plan_task(
         return Plan([], 0, 0, 0, 0, [], warnings=(missing_source_warning(folder),))
     defaults = default_includes()
     patterns = include or defaults
-    files = discover(root, patterns, exclude, include_hidden, sample_size)
+    # a data dir inside the source folder is docflow's own state, never a document: read,
+    # its files would fail (or be indexed) and change on every run
+    files = discover(root, patterns, exclude, include_hidden, sample_size, [Path(data_dir)])
     given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
     warnings = tuple(
         f"--include {p!r} matched no file under {root}" for p in unmatched(files, given)
@@ -377,7 +395,7 @@ def plan_task(
     changes = classify(
         files,
         known,
-        str(root.resolve()),
+        root_id(root),
         fingerprint,
         lambda s: sample_size is None and in_scope(s, patterns, exclude, include_hidden),
         full_refresh,

@@ -99,6 +99,18 @@ def test_a_file_whose_name_is_not_utf8_is_ingested_skipped_and_deleted(
     assert "r\\xe9colte.txt" not in {m["source"] for m in _metadatas(data_dir)}
 
 
+def test_a_data_dir_inside_the_source_folder_is_never_read(
+    corpus: Path, sample_template: tuple[Path, Path]
+) -> None:
+    """Its cache, store and tables used to be ingested (failed: '.db', '.bin'...) every run."""
+    data_dir = corpus / "state"
+    warm_cache(data_dir, sample_template[1])  # the run's vectors from the cache
+    first = ingest(params(corpus, data_dir, include=["**/*"]))
+    assert (first["files_seen"], first["files_failed"], first["status"]) == (12, 0, "completed")
+    again = ingest(params(corpus, data_dir, include=["**/*"]))
+    assert (again["files_seen"], again["files_unchanged"], again["files_failed"]) == (12, 12, 0)
+
+
 def _metadatas(data_dir: Path) -> list[dict[str, object]]:
     store = ChromaStore.open(data_dir, serving_collection(data_dir, "docflow"))
     return list(store.collection().get(include=["metadatas"])["metadatas"] or [])

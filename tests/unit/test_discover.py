@@ -172,6 +172,19 @@ def _tree(root: Path, names: list[str]) -> None:
 NAMES = ["b.md", "a/z.md", "a/b/c.md", "c.md", "A.md", "a/a.md", "z/y/x.md", "a.md"]
 
 
+def test_skipped_folders_are_not_walked_by_their_name_or_a_link(tmp_path: Path) -> None:
+    _tree(tmp_path, ["doc.md", "data/tables/x.md", "data/deeper/y.md", "database.md"])
+    everything = ["**/*.md"]
+    assert sorted(sources(tmp_path, everything)) == [
+        "data/deeper/y.md", "data/tables/x.md", "database.md", "doc.md",
+    ]  # fmt: skip
+    found = [f.source for f in discover(tmp_path, everything, skip=[tmp_path / "data"])]
+    assert found == ["database.md", "doc.md"]  # the folder, not a name that starts the same
+    (tmp_path / "state").symlink_to(tmp_path / "data")  # given by another name: still skipped
+    found = [f.source for f in discover(tmp_path, everything, skip=[tmp_path / "state"])]
+    assert found == ["database.md", "doc.md"]
+
+
 def test_order_is_stable_and_independent_of_creation_order(tmp_path: Path) -> None:
     _tree(tmp_path / "one", NAMES)
     _tree(tmp_path / "two", list(reversed(NAMES)))
