@@ -26,6 +26,7 @@ from prefect.artifacts import (
 )
 
 from flows import progress
+from tasks.common.errors import describe
 from tasks.common.runs import RunSummary
 from tasks.common.stats import Histogram, chunk_sizes_task, run_histogram
 
@@ -126,7 +127,7 @@ def published(summary: RunSummary, data_dir: str) -> Iterator[None]:
         summary.status = "failed"
         try:
             hist = run_histogram(Path(data_dir), summary.run_id)
-            publish_run(summary.to_dict(), hist, f"{type(exc).__name__}: {exc}")
+            publish_run(summary.to_dict(), hist, describe(exc))
         except Exception:
             log.exception("could not publish the artifacts of failed run %s", summary.run_id)
         raise

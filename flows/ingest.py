@@ -24,7 +24,7 @@ from flows import artifacts, narrative, progress, runtime
 from flows.guard import collection_guard
 from tasks.common import memory
 from tasks.common.config import IngestParams
-from tasks.common.errors import DocflowError, StateError
+from tasks.common.errors import StateError, describe
 from tasks.common.runs import RunContext, RunSummary, new_run_id
 from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write_run
 from tasks.discover.files import BatchLimits, plan_task, root_id
@@ -94,9 +94,7 @@ def run_ingest(
     except BaseException as exc:
         summary.status = "failed"
         summary.seconds = round(time.perf_counter() - started, 3)
-        extra["error"] = (
-            str(exc) if isinstance(exc, DocflowError) else f"{type(exc).__name__}: {exc}"
-        )
+        extra["error"] = describe(exc)
         # the run's own error is the one to report; if even its record cannot be written
         # (a full disk), the next run of the collection marks it interrupted
         with suppress(StateError):

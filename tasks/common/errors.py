@@ -29,3 +29,17 @@ class StoreError(DocflowError):
 
 class StateError(DocflowError):
     """The data dir's state (manifest, lexical index, tables) is damaged, full or unwritable."""
+
+
+def describe(exc: BaseException) -> str:
+    """Return the one line a run records for ``exc``.
+
+    docflow's own errors are written for the reader; anything else is named by its type, and
+    a Ctrl-C (whose message is empty) says so instead of ``KeyboardInterrupt: ``.
+    """
+    if isinstance(exc, DocflowError):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
