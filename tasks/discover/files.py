@@ -353,6 +353,19 @@ def missing_source_warning(root: Path) -> str:
     return f"source folder {root} does not exist: nothing to ingest, nothing deleted"
 
 
+def empty_source_warning(root: Path) -> str:
+    """Return the warning of a run whose source folder is empty (nothing deleted).
+
+    An empty folder is most often a share that is not mounted (its mount point is there,
+    empty): read as "every file was deleted", one such run would empty the collection. A
+    collection is emptied on purpose with ``docflow clear``.
+    """
+    return (
+        f"source folder {root} is empty (a share not mounted?): nothing to ingest, nothing "
+        "deleted; docflow clear empties a collection"
+    )
+
+
 @task(name="plan")
 def plan_task(
     source: str,
@@ -370,10 +383,10 @@ def plan_task(
     """Discover the files, compare them with the manifest and batch the work.
 
     ``include`` empty means every type docflow loads; a pattern the user gave that selects
-    no file is a warning (a typo). A missing source folder, or a missing ``partition``
-    folder under it (a day that has not landed), is a warning too, and the run then plans
-    nothing and deletes nothing. A sample run (``sample_size``) deletes nothing: the files
-    it did not look at are not gone.
+    no file is a warning (a typo). A missing or empty source folder, or a missing or empty
+    ``partition`` folder under it (a day that has not landed, a share not mounted), is a
+    warning too, and the run then plans nothing and deletes nothing. A sample run
+    (``sample_size``) deletes nothing: the files it did not look at are not gone.
     """
     from tasks.load import default_includes
 
@@ -381,6 +394,8 @@ def plan_task(
     folder = root / partition if partition else root
     if not folder.is_dir():
         return Plan([], 0, 0, 0, 0, [], warnings=(missing_source_warning(folder),))
+    if next(os.scandir(folder), None) is None:
+        return Plan([], 0, 0, 0, 0, [], warnings=(empty_source_warning(folder),))
     defaults = default_includes()
     patterns = include or defaults
     # a data dir inside the source folder is docflow's own state, never a document: read,

@@ -111,6 +111,27 @@ def test_a_data_dir_inside_the_source_folder_is_never_read(
     assert (again["files_seen"], again["files_unchanged"], again["files_failed"]) == (12, 12, 0)
 
 
+def test_an_empty_source_folder_deletes_nothing(ingested: tuple[Path, Path]) -> None:
+    """An unmounted share is an empty mount point: read as "all deleted", it emptied the index."""
+    corpus, data_dir = ingested
+    stored = len(_metadatas(data_dir))
+    keep = (corpus / "bee-diseases.md").read_bytes()
+    for entry in list(corpus.iterdir()):
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    summary = ingest(params(corpus, data_dir))
+    assert summary["warnings"] == [
+        f"source folder {corpus} is empty (a share not mounted?): nothing to ingest, nothing "
+        "deleted; docflow clear empties a collection"
+    ]
+    assert (summary["files_deleted"], summary["chunks_deleted"]) == (0, 0)
+    assert len(_metadatas(data_dir)) == stored
+    (corpus / "bee-diseases.md").write_bytes(keep)  # a folder with files: deletions as ever
+    assert ingest(params(corpus, data_dir))["files_deleted"] == 11
+
+
 def _metadatas(data_dir: Path) -> list[dict[str, object]]:
     store = ChromaStore.open(data_dir, serving_collection(data_dir, "docflow"))
     return list(store.collection().get(include=["metadatas"])["metadatas"] or [])
