@@ -27,7 +27,8 @@ from tasks.common.config import IngestParams
 from tasks.common.errors import StateError, describe
 from tasks.common.runs import RunContext, RunSummary, new_run_id
 from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write_run
-from tasks.discover.files import BatchLimits, plan_task, root_id
+from tasks.discover.batches import BatchLimits
+from tasks.discover.files import plan_task, root_id
 from tasks.discover.partitions import partition_folder
 from tasks.embed.model import embed_task
 from tasks.index.consistency import open_index_task

@@ -25,7 +25,8 @@ from typing import Any
 
 from tasks.common.config import LoaderOptions
 from tasks.common.documents import FileRef
-from tasks.discover.files import BatchLimits, discover, plan_batches
+from tasks.discover.batches import BatchLimits, plan_batches
+from tasks.discover.files import discover
 from tasks.load import load_batch
 from tests.conftest import CORPORA
 

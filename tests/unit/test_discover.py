@@ -14,7 +14,8 @@ from tasks.common.config import LoaderOptions
 from tasks.common.documents import FileRef, file_sha256, printable_name
 from tasks.common.errors import ConfigError
 from tasks.discover import files as discover_module
-from tasks.discover.files import BatchLimits, discover, estimate_chunks, plan_batches
+from tasks.discover.batches import BatchLimits, estimate_chunks, plan_batches
+from tasks.discover.files import discover
 from tasks.load.batch import load_batch
 
 
