@@ -315,7 +315,9 @@ def plan_task(
     folder = root / partition if partition else root
     if not folder.is_dir():
         return Plan([], 0, 0, 0, 0, [], warnings=(missing_source_warning(folder),))
-    if next(os.scandir(folder), None) is None:
+    with os.scandir(folder) as entries:
+        empty = next(entries, None) is None
+    if empty:
         return Plan([], 0, 0, 0, 0, [], warnings=(empty_source_warning(folder),))
     defaults = default_includes()
     patterns = include or defaults
