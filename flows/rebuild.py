@@ -7,6 +7,7 @@ Chroma server), like ingest, so it never interleaves with another run.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -15,9 +16,11 @@ from flows import artifacts, narrative, runtime
 from flows.guard import collection_guard
 from flows.ingest import make_context, new_summary, run_ingest
 from tasks.common.config import ClearParams, CollectionParams, IngestParams
+from tasks.common.errors import ConfigError
 from tasks.common.failpoints import failpoint
 from tasks.common.runs import new_run_id
 from tasks.common.tables import use_tables_url
+from tasks.discover.files import source_problem
 from tasks.discover.partitions import partition_params
 from tasks.index.admin import (
     clear_task,
@@ -35,12 +38,16 @@ def reingest(params: IngestParams | None = None) -> dict[str, Any]:
     """Rebuild the collection from scratch into a new version, then switch to it.
 
     Queries keep answering from the current version until the new one is complete. If the
-    build fails, the current version keeps serving and the next reingest starts clean.
+    build fails, the current version keeps serving and the next reingest starts clean; a
+    missing or empty source folder (a share not mounted) is refused before anything starts.
     With a ``source_template``, every partition is rebuilt.
     """
     params = use_chroma_server(params or IngestParams())
     runtime.refuse_unguarded_main(params.loaders.process_count())
     params = partition_params(params, None) if params.source_template else params
+    problem = source_problem(Path(params.source))
+    if problem:  # an empty new version would replace the serving one
+        raise ConfigError(f"cannot reingest: {problem}")
     host, port = params.chroma_host, params.chroma_port
     with collection_guard(params.data_path, params.collection, params.lock_timeout, host):
         use_tables_url(params.data_path, params.tables_url)

@@ -269,22 +269,22 @@ class Plan:
     warnings: tuple[str, ...] = ()
 
 
-def missing_source_warning(root: Path) -> str:
-    """Return the warning of a run whose source folder does not exist (nothing deleted)."""
-    return f"source folder {root} does not exist: nothing to ingest, nothing deleted"
+def source_problem(folder: Path) -> str | None:
+    """Return why a run reads nothing from ``folder`` (missing, or empty), else None.
 
-
-def empty_source_warning(root: Path) -> str:
-    """Return the warning of a run whose source folder is empty (nothing deleted).
-
-    An empty folder is most often a share that is not mounted (its mount point is there,
-    empty): read as "every file was deleted", one such run would empty the collection. A
-    collection is emptied on purpose with ``docflow clear``.
+    Either way the run ingests nothing and deletes nothing. An empty folder is most often a
+    share that is not mounted (its mount point is there, empty): read as "every file was
+    deleted", one such run would empty the collection. ``docflow clear`` does that on purpose.
     """
-    return (
-        f"source folder {root} is empty (a share not mounted?): nothing to ingest, nothing "
-        "deleted; docflow clear empties a collection"
-    )
+    if not folder.is_dir():
+        return f"source folder {folder} does not exist: nothing to ingest, nothing deleted"
+    with os.scandir(folder) as entries:
+        if next(entries, None) is None:
+            return (
+                f"source folder {folder} is empty (a share not mounted?): nothing to ingest, "
+                "nothing deleted; docflow clear empties a collection"
+            )
+    return None
 
 
 @task(name="plan")
@@ -313,12 +313,9 @@ def plan_task(
 
     root = Path(source)
     folder = root / partition if partition else root
-    if not folder.is_dir():
-        return Plan([], 0, 0, 0, 0, [], warnings=(missing_source_warning(folder),))
-    with os.scandir(folder) as entries:
-        empty = next(entries, None) is None
-    if empty:
-        return Plan([], 0, 0, 0, 0, [], warnings=(empty_source_warning(folder),))
+    problem = source_problem(folder)
+    if problem:
+        return Plan([], 0, 0, 0, 0, [], warnings=(problem,))
     defaults = default_includes()
     patterns = include or defaults
     # a data dir inside the source folder is docflow's own state, never a document: read,

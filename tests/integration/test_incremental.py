@@ -26,6 +26,7 @@ from flows.query import query
 from flows.rebuild import reingest
 from tasks.common import failpoints
 from tasks.common.config import IngestParams
+from tasks.common.errors import ConfigError
 from tasks.common.tables import read_table
 from tasks.embed.cache import EmbeddingCache
 from tasks.index.admin import versions
@@ -130,6 +131,13 @@ def test_an_empty_source_folder_deletes_nothing(ingested: tuple[Path, Path]) -> 
     assert len(_metadatas(data_dir)) == stored
     (corpus / "bee-diseases.md").write_bytes(keep)  # a folder with files: deletions as ever
     assert ingest(params(corpus, data_dir))["files_deleted"] == 11
+    left = len(_metadatas(data_dir))  # the chunks of bee-diseases.md
+    for entry in list(corpus.iterdir()):
+        entry.unlink()
+    # a reingest would build an empty version and switch to it: refused before it starts
+    with pytest.raises(ConfigError, match=f"cannot reingest: source folder {corpus} is empty"):
+        reingest(params(corpus, data_dir))
+    assert len(_metadatas(data_dir)) == left > 0  # what the last ingest left is still served
 
 
 def _metadatas(data_dir: Path) -> list[dict[str, object]]:
