@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from tasks.common.errors import ConfigError, DocflowError
+from tasks.common.errors import ConfigError, DocflowError, describe
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STRICT = 0, 1, 2, 3
 
@@ -110,7 +110,7 @@ def errors_to_exit_codes() -> Iterator[None]:
         server = unreachable_api(exc)
         if server:
             raise fail(server, EXIT_USAGE) from exc
-        raise fail(f"{type(exc).__name__}: {exc}", EXIT_FAILED) from exc
+        raise fail(describe(exc), EXIT_FAILED) from exc  # the line the run's record has
 
 
 def store_options(fn: F) -> F:
