@@ -18,6 +18,7 @@ from flows.ingest import make_context, new_summary, run_ingest
 from tasks.common.config import ClearParams, CollectionParams, IngestParams
 from tasks.common.errors import ConfigError
 from tasks.common.failpoints import failpoint
+from tasks.common.names import version_name
 from tasks.common.runs import new_run_id
 from tasks.common.tables import use_tables_url
 from tasks.discover.files import source_problem
@@ -27,7 +28,6 @@ from tasks.index.admin import (
     drop_versions_task,
     restore_task,
     switch_task,
-    version_name,
 )
 from tasks.index.manifest import Manifest
 from tasks.index.store import use_chroma_server

@@ -42,12 +42,12 @@ def clear(yes: bool, drop_cache: bool, as_json: bool, **where: Any) -> None:
             err=True,
         )
     from flows.rebuild import clear_flow
-    from tasks.common.config import ClearParams
+    from tasks.common.config import ClearParams, validated
 
     hide_run_failures()
     with errors_to_exit_codes():
         check_data_dir(where["data_dir"])
-        result = clear_flow(ClearParams(drop_cache=drop_cache, **where))
+        result = clear_flow(validated(ClearParams, {**where, "drop_cache": drop_cache}))
     if as_json:
         click.echo(json.dumps(result))
     else:
@@ -65,12 +65,12 @@ def restore(as_json: bool, **where: Any) -> None:
     Example: docflow restore --data-dir data
     """
     from flows.rebuild import restore_flow
-    from tasks.common.config import CollectionParams
+    from tasks.common.config import CollectionParams, validated
 
     hide_run_failures()
     with errors_to_exit_codes():
         check_data_dir(where["data_dir"])
-        result = restore_flow(CollectionParams(**where))
+        result = restore_flow(validated(CollectionParams, where))
     if as_json:
         click.echo(json.dumps(result))
     else:

@@ -32,6 +32,7 @@ from pydantic import (
 
 from tasks.common.documents import printable_name
 from tasks.common.errors import ConfigError
+from tasks.common.names import NAME_PATTERN, check_collection_name
 
 ENV_PREFIX = "DOCFLOW_"
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -174,7 +175,11 @@ TablesUrl = Annotated[
     ),
 ]
 CollectionName = Annotated[
-    str, Field(min_length=3, max_length=512, description="Chroma collection name.")
+    str,
+    AfterValidator(check_collection_name),
+    Field(
+        description="Chroma collection name.", json_schema_extra={"pattern": f"^{NAME_PATTERN}$"}
+    ),
 ]
 LockTimeout = Annotated[
     float, Field(ge=0, description="Seconds to wait for another run writing the same collection.")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tasks.common.errors import StoreError
+from tasks.common.names import is_version_of, logical_name, version_name
 from tasks.common.tables import (
     CHUNKS_SCHEMA,
     list_parts,
@@ -42,17 +42,6 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
 
 log = logging.getLogger(__name__)
-
-
-def version_name(name: str, run_id: str) -> str:
-    """Return the physical collection name of a rebuild of ``name`` by run ``run_id``."""
-    return f"{name}--v{run_id}"
-
-
-def is_version_of(name: str, physical: str) -> bool:
-    """Return whether ``physical`` is logical ``name`` itself or one of its rebuild versions."""
-    pattern = rf"{re.escape(name)}--v\d{{8}}T\d{{6}}-[0-9a-f]{{6}}"
-    return physical == name or re.fullmatch(pattern, physical) is not None
 
 
 def _client(data_dir: Path, host: str | None, port: int, create: bool) -> ClientAPI | None:
@@ -78,19 +67,13 @@ def versions(
     return sorted(n for n in names if is_version_of(name, n))
 
 
-def logical_name(physical: str) -> str:
-    """Return the logical collection a physical one (a rebuild version or not) belongs to."""
-    return re.sub(r"--v\d{8}T\d{6}-[0-9a-f]{6}\Z", "", physical)
-
-
 def logical_names(
     data_dir: Path, host: str | None = None, port: int = 8000, create: bool = True
 ) -> list[str]:
     """Return the collection names users know (versions folded into their name), sorted."""
     client = _client(data_dir, host, port, create)
     names = collection_names(client) if client is not None else []
-    suffix = re.compile(r"--v\d{8}T\d{6}-[0-9a-f]{6}\Z")
-    return sorted({suffix.sub("", n) for n in names})
+    return sorted({logical_name(n) for n in names})
 
 
 def drop_versions(

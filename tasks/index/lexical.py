@@ -30,7 +30,6 @@ stores) for equality.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -39,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tasks.common.names import file_name
 from tasks.common.sqlite import SQLiteFile
 
 #: Folder of the lexical databases inside the data dir.
@@ -50,8 +50,6 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 BM25_K1 = 1.2
 #: Ids per ``... IN (...)``: under SQLite's limit on bound variables.
 _IDS_PER_QUERY = 500
-#: Longest file name we give a database (file systems allow 255 bytes).
-_MAX_NAME = 200
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS chunks (
@@ -117,10 +115,7 @@ def idf(rows: int, having: int) -> float:
 
 def database_name(physical: str) -> str:
     """Return the file name of a physical collection's database (long names are hashed)."""
-    if len(physical) <= _MAX_NAME:
-        return physical + SUFFIX
-    digest = hashlib.sha256(physical.encode("utf-8")).hexdigest()[:16]
-    return f"{physical[: _MAX_NAME - 17]}-{digest}{SUFFIX}"
+    return file_name(physical, SUFFIX)
 
 
 def database_path(data_dir: Path, physical: str) -> Path:

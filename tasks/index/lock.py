@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tasks.common.errors import DocflowError
+from tasks.common.names import file_name
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,8 @@ class LockTimeout(DocflowError):
 
 
 def lock_path(data_dir: Path, collection: str) -> Path:
-    """Return the lock file of a collection."""
-    return data_dir / "locks" / f"{collection}.lock"
+    """Return the lock file of a collection (a long name's is shortened, see ``file_name``)."""
+    return data_dir / "locks" / file_name(collection, ".lock")
 
 
 @contextmanager

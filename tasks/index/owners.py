@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tasks.common.errors import ConfigError
+from tasks.common.names import is_version_of, logical_name
 from tasks.common.records import read_record, write_record
 
 if TYPE_CHECKING:
@@ -63,12 +64,6 @@ class Owned:
     unowned: list[str]
 
 
-def _logical(physical: str) -> str:
-    from tasks.index.admin import logical_name
-
-    return logical_name(physical)
-
-
 def _metadata(client: ClientAPI) -> dict[str, dict[str, Any]]:
     """Return ``{physical name: metadata}`` of every collection of the server."""
     out = {}
@@ -86,7 +81,7 @@ def owned(client: ClientAPI, data_dir: Path) -> Owned:
     others: dict[str, str] = {}
     unowned: set[str] = set()
     for physical, meta in _metadata(client).items():
-        name, owner = _logical(physical), meta.get(OWNER_KEY)
+        name, owner = logical_name(physical), meta.get(OWNER_KEY)
         if not owner:
             unowned.add(name)
         elif owner == me:
@@ -112,8 +107,6 @@ def refuse_foreign(client: ClientAPI, data_dir: Path, name: str, where: str) -> 
     Raises:
         ConfigError: If another data dir owns it (naming that data dir).
     """
-    from tasks.index.admin import is_version_of
-
     for physical, meta in _metadata(client).items():
         if not is_version_of(name, physical):
             continue

@@ -18,6 +18,7 @@ import pytest
 
 from tasks.common.documents import Chunk, Document, make_chunk_id
 from tasks.common.errors import StoreError
+from tasks.common.names import version_name
 from tasks.common.runs import RunContext, new_run_id
 from tasks.common.tables import (
     DocumentRow,
@@ -36,7 +37,6 @@ from tasks.index.admin import (
     drop_versions,
     restore,
     state_from_tables,
-    version_name,
     versions,
 )
 from tasks.index.collection import Index, record_text

@@ -167,6 +167,8 @@ def test_overrides_with_none_are_ignored(tmp_path: Path) -> None:
             {"chunk_size": 100, "chunk_overlap": 200}, {}, "chunk_overlap", id="overlap-gt-size"
         ),
         pytest.param({"collection": "ab"}, {}, "collection", id="collection-too-short"),
+        pytest.param({"collection": "a b"}, {}, "collection", id="collection-with-a-space"),
+        pytest.param({}, {"DOCFLOW_COLLECTION": "x" * 488}, "collection", id="collection-long"),
         pytest.param({}, {"DOCFLOW_SPLITTER": "nonsense"}, "splitter", id="unknown-splitter"),
         pytest.param({"length_unit": "furlongs"}, {}, "length_unit", id="unknown-unit"),
         pytest.param({}, {"DOCFLOW_STRICT": "maybe"}, "strict", id="bool-not-bool"),
