@@ -31,7 +31,7 @@ def _params(config_file: Path | None, overrides: dict[str, Any]) -> Any:
     model (present on this machine), and the splitter (an LLM splitter needs its endpoint).
     """
     from tasks.common.config import resolve_params
-    from tasks.discover.files import check_glob
+    from tasks.discover.files import check_glob, not_a_folder
     from tasks.embed.model import check_model_available
     from tasks.split.factory import build_splitter
 
@@ -42,9 +42,9 @@ def _params(config_file: Path | None, overrides: dict[str, Any]) -> Any:
 
         root = split_template(params.source_template)[0]
         if not Path(root).is_dir():
-            raise ConfigError(f"source folder not found: {root} (of {params.source_template})")
+            raise ConfigError(f"{not_a_folder(Path(root))} (of {params.source_template})")
     elif not Path(params.source).is_dir():
-        raise ConfigError(f"source folder not found: {params.source}")
+        raise ConfigError(not_a_folder(Path(params.source)))
     check_data_dir(params.data_dir)
     for option, patterns in (("--include", params.include), ("--exclude", params.exclude)):
         for pattern in patterns:

@@ -125,7 +125,7 @@ def iter_matches(
         ConfigError: If ``root`` is not a folder.
     """
     if not root.is_dir():
-        raise ConfigError(f"source folder not found: {root}")
+        raise ConfigError(not_a_folder(root))
     real_root = root.resolve()
     skipped = {p.resolve() for p in skip}
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
@@ -269,6 +269,16 @@ class Plan:
     warnings: tuple[str, ...] = ()
 
 
+def not_a_folder(source: Path) -> str:
+    """Return the one line that says ``source`` cannot be read as a source folder."""
+    if source.exists():
+        return (
+            f"source {source} is a file, not a folder: to ingest it alone, give --source "
+            f"{source.parent} --include '{source.name}'"
+        )
+    return f"source folder not found: {source}"
+
+
 def source_problem(folder: Path) -> str | None:
     """Return why a run reads nothing from ``folder`` (missing, or empty), else None.
 
@@ -277,7 +287,8 @@ def source_problem(folder: Path) -> str | None:
     deleted", one such run would empty the collection. ``docflow clear`` does that on purpose.
     """
     if not folder.is_dir():
-        return f"source folder {folder} does not exist: nothing to ingest, nothing deleted"
+        state = "is a file, not a folder" if folder.exists() else "does not exist"
+        return f"source folder {folder} {state}: nothing to ingest, nothing deleted"
     with os.scandir(folder) as entries:
         if next(entries, None) is None:
             return (

@@ -100,6 +100,11 @@ def test_include_exclude_and_strict(
     "args,message",
     [
         (["ingest", "--source", "/no/such/folder"], "source folder not found: /no/such/folder"),
+        (
+            ["ingest", "--source", "README.md"],
+            "source README.md is a file, not a folder: to ingest it alone, give --source . "
+            "--include 'README.md'",
+        ),
         (["ingest", "--chunk-size", "ten"], "Invalid value for '--chunk-size'"),
         (["ingest", "--no-such-flag"], "No such option"),
         (
