@@ -188,6 +188,7 @@ class Changes:
     unchanged: int
     deleted: list[str]  # sources in scope that are gone
     retried: int = 0  # unchanged files whose last attempt failed or was interrupted
+    moved_from: tuple[str, ...] = ()  # roots whose folder is gone and whose files are here
 
 
 def in_scope(
@@ -208,17 +209,26 @@ def classify(
     fingerprint: str,
     scope: Callable[[str], bool],
     full_refresh: bool = False,
+    folder_gone: Callable[[str], bool] = lambda root: not os.path.lexists(root),
 ) -> Changes:
     """Compare discovered files with their manifest rows.
 
-    A file is unchanged when its sha256 and content fingerprint match a row whose status
-    is "done". A file whose last attempt failed (bytes as they were then) or was
-    interrupted (a "pending" row: a crashed batch, or chunks the store lost) and that has
-    not changed since is *retried*; one that changed since is changed. A row of the same
-    root that the globs select but that was not discovered is deleted; a file discovered
-    with an ``error`` is always to do (it loads as a failed row, keeping its committed
-    chunks); rows outside the scope (another root, other globs) are left alone, so
-    partitions of one collection can be ingested separately.
+    A file is unchanged when its sha256 and content fingerprint match a row of this root
+    whose status is "done". A file whose last attempt failed (bytes as they were then) or
+    was interrupted (a "pending" row: a crashed batch, or chunks the store lost) and that
+    has not changed since is *retried*; one that changed since is changed. A row of the
+    same root that the globs select but that was not discovered is deleted; a file
+    discovered with an ``error`` is always to do (it loads as a failed row, keeping its
+    committed chunks); rows outside the scope (another root, other globs) are left alone,
+    so partitions of one collection can be ingested separately.
+
+    A source folder that moved (renamed, mounted elsewhere, run from another working
+    directory) is another root: its files are found here but their rows name the old one.
+    Such a file counts as changed and is read again (its ``file_path`` changed; the
+    embedding cache makes it cheap), which moves its row here. When the old root's folder
+    is gone, the old root *is* this one: its rows that were not found here are deleted
+    too, else a file deleted during the move would stay in the index for good. An old
+    root that still exists is another folder of the same collection, left alone.
     """
     todo: list[FileRef] = []
     new = changed = unchanged = retried = 0
@@ -233,7 +243,7 @@ def classify(
                 retried += 1
             else:
                 changed += 1
-        elif state.sha256 != f.sha256 or state.fingerprint != fingerprint:
+        elif state.sha256 != f.sha256 or state.fingerprint != fingerprint or state.root != root:
             changed += 1
         elif state.status != "done":
             retried += 1
@@ -243,10 +253,14 @@ def classify(
                 continue
         todo.append(f)
     seen = {f.source for f in files}
+    others = {known[s].root for s in seen if s in known} - {root}
+    moved = tuple(sorted(r for r in others if folder_gone(r)))
     deleted = sorted(
-        s for s, state in known.items() if s not in seen and state.root == root and scope(s)
+        s
+        for s, state in known.items()
+        if s not in seen and (state.root == root or state.root in moved) and scope(s)
     )
-    return Changes(todo, new, changed, unchanged, deleted, retried)
+    return Changes(todo, new, changed, unchanged, deleted, retried, moved)
 
 
 # --- Prefect edge ---
@@ -333,9 +347,7 @@ def plan_task(
     # its files would fail (or be indexed) and change on every run
     files = discover(root, patterns, exclude, include_hidden, sample_size, [Path(data_dir)])
     given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
-    warnings = tuple(
-        f"--include {p!r} matched no file under {root}" for p in unmatched(files, given)
-    )
+    warnings = [f"--include {p!r} matched no file under {root}" for p in unmatched(files, given)]
     with Manifest.open(Path(data_dir)) as manifest:
         known = manifest.files(physical, ids=False)  # the plan needs no chunk ids
     changes = classify(
@@ -346,6 +358,11 @@ def plan_task(
         lambda s: sample_size is None and in_scope(s, patterns, exclude, include_hidden),
         full_refresh,
     )
+    warnings += [
+        f"source folder {old} is gone and its files are under {root_id(root)} now: they are "
+        "read again once, and the ones not here are deleted"
+        for old in changes.moved_from
+    ]
     batches = plan_batches(changes.todo, limits)
     return Plan(
         batches,
@@ -355,5 +372,5 @@ def plan_task(
         changes.unchanged,
         changes.deleted,
         changes.retried,
-        warnings,
+        tuple(warnings),
     )

@@ -112,6 +112,32 @@ def test_deleted_only_for_rows_of_this_root_in_scope() -> None:
     assert [f.source for f in changes.todo] == ["present.md"]
 
 
+@pytest.mark.parametrize("old_folder_gone", [True, False])
+def test_a_moved_root_is_read_again_and_its_lost_files_deleted_once_its_folder_is_gone(
+    old_folder_gone: bool,
+) -> None:
+    """A folder that moved: its rows name the old root. Gone, the old root is this one;
+    still there, it is another folder of the same collection, left alone."""
+    old, unrelated = "/mnt/old-share", "/mnt/unmounted"
+    known = {
+        "kept.md": state("kept.md", root=old),
+        "lost-in-move.md": state("lost-in-move.md", root=old),
+        "other.md": state("other.md", root=unrelated),  # none of its files are here
+        "mine-gone.md": state("mine-gone.md"),
+    }
+    changes = classify(
+        [ref("kept.md")], known, ROOT, FP, scope(), folder_gone=lambda r: old_folder_gone
+    )
+    assert [f.source for f in changes.todo] == ["kept.md"]  # same bytes, another folder
+    assert (changes.changed, changes.unchanged) == (1, 0)
+    if old_folder_gone:
+        assert changes.moved_from == (old,)
+        assert changes.deleted == ["lost-in-move.md", "mine-gone.md"]
+    else:
+        assert changes.moved_from == ()
+        assert changes.deleted == ["mine-gone.md"]
+
+
 @pytest.mark.parametrize(
     ("source", "include", "exclude", "include_hidden", "expected"),
     [
