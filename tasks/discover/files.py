@@ -27,7 +27,8 @@ from tasks.index.manifest import FileState
 
 log = logging.getLogger(__name__)
 
-_GLOB_FLAGS = wglob.GLOBSTAR | wglob.DOTGLOB | wglob.NEGATE
+# BRACE: ``**/*.{md,txt}`` as in a shell (a brace set that does not expand is literal)
+_GLOB_FLAGS = wglob.GLOBSTAR | wglob.DOTGLOB | wglob.NEGATE | wglob.BRACE
 
 
 def check_glob(pattern: str, option: str = "--include") -> None:
@@ -62,6 +63,10 @@ def check_glob(pattern: str, option: str = "--include") -> None:
             f"invalid {option} pattern {pattern!r}: '[' at {depth_start} is never closed "
             "(write '[[]' for a literal '[')"
         )
+    try:
+        wglob.translate(pattern, flags=_GLOB_FLAGS)
+    except Exception as exc:  # noqa: BLE001 - braces past wcmatch's limit (its class is private)
+        raise ConfigError(f"invalid {option} pattern {pattern!r}: {exc}") from exc
 
 
 def unmatched(files: Sequence[FileRef], patterns: Sequence[str]) -> list[str]:

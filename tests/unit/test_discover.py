@@ -63,6 +63,12 @@ def write(root: Path, rel: str, text: str = "x\n") -> Path:
             id="folder-include-file-exclude",
         ),
         pytest.param(["*.md"], [], {"intro.md"}, id="no-globstar-is-top-level-only"),
+        pytest.param(
+            ["**/*.{md,txt}"],
+            ["guides/{deep,x}/**"],
+            {"intro.md", "guides/keeper.txt"},
+            id="braces-as-in-a-shell",
+        ),
         pytest.param(["**/*.pdf"], [], set(), id="no-match"),
     ],
 )
@@ -391,7 +397,17 @@ def test_unreadable_file_becomes_a_failed_row_and_the_batch_loads(
 
 
 @pytest.mark.parametrize(
-    "pattern", ["**/*.md", "a[bc]d.txt", "[!a]x", "[]]", "a\\[b", "**/[a-z]*.md", "!drafts/**"]
+    "pattern",
+    [
+        "**/*.md",
+        "a[bc]d.txt",
+        "[!a]x",
+        "[]]",
+        "a\\[b",
+        "**/[a-z]*.md",
+        "!drafts/**",
+        "**/*.{md,txt}",
+    ],
 )
 def test_well_formed_globs_pass(pattern: str) -> None:
     from tasks.discover.files import check_glob
@@ -407,6 +423,7 @@ def test_well_formed_globs_pass(pattern: str) -> None:
         ("a[b/c]", "never closed"),
         ("notes\\", "it ends with '\\'"),
         ("  ", "is empty"),
+        ("{1..9999}{1..999}.md", "Pattern limit exceeded"),  # braces that expand too far
     ],
 )
 def test_malformed_globs_are_config_errors(pattern: str, reason: str) -> None:
