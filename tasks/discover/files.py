@@ -12,6 +12,7 @@ stage.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -29,6 +30,21 @@ log = logging.getLogger(__name__)
 
 # BRACE: ``**/*.{md,txt}`` as in a shell (a brace set that does not expand is literal)
 _GLOB_FLAGS = wglob.GLOBSTAR | wglob.DOTGLOB | wglob.NEGATE | wglob.BRACE
+
+
+@functools.lru_cache(maxsize=64)
+def _matcher(patterns: tuple[str, ...]) -> wglob.WcMatcher[str]:
+    """Return the globs compiled once.
+
+    ``wglob.globmatch`` compiles its patterns again on every call: for the ~60 default
+    types that cost ~4 ms a file (20 s of planning for 5,000 files).
+    """
+    return wglob.compile(list(patterns), flags=_GLOB_FLAGS)
+
+
+def _matches(path: str, patterns: Sequence[str]) -> bool:
+    """Return whether ``path`` (relative, POSIX) matches any of ``patterns``."""
+    return bool(patterns) and _matcher(tuple(patterns)).match(path)
 
 
 def check_glob(pattern: str, option: str = "--include") -> None:
@@ -72,9 +88,7 @@ def check_glob(pattern: str, option: str = "--include") -> None:
 def unmatched(files: Sequence[FileRef], patterns: Sequence[str]) -> list[str]:
     """Return the patterns that select none of ``files`` (a typo, or an empty partition)."""
     sources = [f.source for f in files]
-    return [
-        p for p in patterns if not any(wglob.globmatch(s, p, flags=_GLOB_FLAGS) for s in sources)
-    ]
+    return [p for p in patterns if not any(_matches(s, [p]) for s in sources)]
 
 
 def root_id(source: str | Path) -> str:
@@ -150,9 +164,7 @@ def iter_matches(
             rel = path.relative_to(root).as_posix()
             if not include_hidden and _is_hidden(rel):
                 continue
-            if not wglob.globmatch(rel, list(include), flags=_GLOB_FLAGS):
-                continue
-            if exclude and wglob.globmatch(rel, list(exclude), flags=_GLOB_FLAGS):
+            if not _matches(rel, include) or _matches(rel, exclude):
                 continue
             if path.is_symlink() and not _inside(real_root, path):
                 log.debug("skipping %s: link points outside the source root", rel)
@@ -202,9 +214,7 @@ def in_scope(
     """Return whether ``source`` is one the globs select (used to scope deletions)."""
     if not include_hidden and _is_hidden(source):
         return False
-    if not wglob.globmatch(source, list(include), flags=_GLOB_FLAGS):
-        return False
-    return not (exclude and wglob.globmatch(source, list(exclude), flags=_GLOB_FLAGS))
+    return _matches(source, include) and not _matches(source, exclude)
 
 
 def classify(
