@@ -406,13 +406,58 @@ def _from_file(path: Path | None, section: str) -> dict[str, Any]:
 def _read_toml(path: Path) -> dict[str, Any]:
     """Return a TOML file's contents (ConfigError with a one-line reason if unreadable)."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found: {path}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    _check_layout(data, path)
+    return data
+
+
+def _check_layout(data: Mapping[str, Any], path: Path) -> None:
+    """Refuse settings the file holds where no command reads them.
+
+    Read: top-level keys (a flat file), or the ``[ingest]`` table (with ``[ingest.loaders]``)
+    and the ``[query]`` table. Anything else used to be skipped in silence, so a typo
+    (``[injest]``, a key above ``[ingest]``) ran on the defaults: another folder, another
+    collection.
+    """
+    tables = {k for k, v in data.items() if isinstance(v, dict)}
+    known = ["ingest", "query", "loaders"]
+    for name in sorted(tables - set(known)):
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean [{close[0]}]?)" if close else ""
+        raise ConfigError(f"config file {path}: unknown table [{name}]{hint}")
+    if "query" in tables:
+        for key in data:
+            if key.replace("-", "_") in QueryParams.model_fields:
+                raise ConfigError(
+                    f"config file {path}: {key!r} is above the [query] table, where it is not "
+                    "read: move it into [query]"
+                )
+    ingest = data.get("ingest")
+    if not isinstance(ingest, dict):
+        return
+    if "loaders" in tables:
+        raise ConfigError(
+            f"config file {path}: [loaders] beside [ingest] is not read: write [ingest.loaders]"
+        )
+    for key in data:
+        if key not in tables:
+            raise ConfigError(
+                f"config file {path}: {key!r} is above the [ingest] table, where it is not "
+                "read: move it into [ingest]"
+            )
+    for key, value in ingest.items():
+        if isinstance(value, dict) and key != "loaders":
+            raise ConfigError(f"config file {path}: unknown table [ingest.{key}]")
+        if key.replace("-", "_") in QueryParams.model_fields:
+            raise ConfigError(
+                f"config file {path}: {key!r} is a query setting: put it under [query]"
+            )
 
 
 class QueryParams(BaseModel):

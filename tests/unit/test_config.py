@@ -125,8 +125,7 @@ def test_ingest_table_in_toml(tmp_path: Path) -> None:
         "exclude = ['drafts/**']\n"
         "chunk-size = 256\n"  # kebab-case keys are accepted
         "chunk_overlap = 32\n"
-        "include_hidden = true\n"
-        "\n[other]\nchunk_size = 1\n",
+        "include_hidden = true\n",
     )
     p = resolve_params(config, environ={})
     assert p.source == "corpus"
@@ -253,6 +252,43 @@ def test_an_unknown_setting_names_the_closest_known_one(
     with pytest.raises(ConfigError) as info:
         resolve_params(config, environ={})
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[injest]\nsource = 'docs'\n", "unknown table [injest] (did you mean [ingest]?)"),
+        ("chunk_size = 500\n[ingest]\nsource = 'docs'\n", "'chunk_size' is above the [ingest]"),
+        ("[ingest]\nsource = 'docs'\n[loaders]\npdf_mode = 'file'\n", "write [ingest.loaders]"),
+        ("[ingest]\n[ingest.loader]\npdf_mode = 'file'\n", "unknown table [ingest.loader]"),
+        ("[ingest]\nretrieval = 'dense'\n", "'retrieval' is a query setting: put it under [query]"),
+        ("fusion = 'rrf'\n[query]\nretrieval = 'dense'\n", "'fusion' is above the [query]"),
+    ],
+)
+def test_settings_where_no_command_reads_them_are_refused(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """They were skipped in silence: a typo ran on the defaults (another folder, collection)."""
+    from tasks.common.config import resolve_params, resolve_query_params
+
+    config = toml(tmp_path, text)
+    for resolve in (resolve_params, resolve_query_params):
+        with pytest.raises(ConfigError) as info:
+            resolve(config, environ={})
+        assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_documented_layouts_still_read(tmp_path: Path) -> None:
+    from tasks.common.config import resolve_params, resolve_query_params
+
+    tables = (
+        "[ingest]\nchunk_size = 300\n[ingest.loaders]\npdf_mode = 'file'\n[query]\nfusion = 'rrf'\n"
+    )
+    flat = "chunk_size = 300\npdf_mode = 'file'\n[query]\nfusion = 'rrf'\n"
+    for text in (tables, flat):
+        params = resolve_params(toml(tmp_path, text), environ={})
+        assert (params.chunk_size, params.loaders.pdf_mode) == (300, "file")
+        assert resolve_query_params(toml(tmp_path, text), environ={}).fusion == "rrf"
 
 
 def test_a_backfill_range_error_is_one_plain_line() -> None:
