@@ -34,7 +34,7 @@ from tasks.embed.model import embed_task
 from tasks.index.consistency import open_index_task
 from tasks.index.manifest import Manifest
 from tasks.index.store import record_fingerprint_task, use_chroma_server
-from tasks.index.sync import delete_task, store_task
+from tasks.index.sync import delete_task, move_root_task, store_task
 from tasks.load.task import load_task
 from tasks.split.task import split_task
 
@@ -162,6 +162,8 @@ def _stages(
         progress.report(done, len(stages))
     if plan.deleted:
         summary.chunks_deleted += delete_task(ctx, plan.deleted).deleted
+    if plan.rerooted:
+        move_root_task(ctx, list(plan.rerooted))
     record_fingerprint_task(
         ctx.data_dir, ctx.physical, ctx.fingerprint, ctx.chroma_host, ctx.chroma_port
     )

@@ -206,6 +206,7 @@ class Changes:
     deleted: list[str]  # sources in scope that are gone
     retried: int = 0  # unchanged files whose last attempt failed or was interrupted
     moved_from: tuple[str, ...] = ()  # roots whose folder is gone and whose files are here
+    rerooted: tuple[str, ...] = ()  # unchanged files whose rows name another root
 
 
 def in_scope(
@@ -237,15 +238,17 @@ def classify(
     committed chunks); rows outside the scope (another root, other globs) are left alone,
     so partitions of one collection can be ingested separately.
 
-    A source folder that moved (renamed, mounted elsewhere, run from another working
-    directory) is another root: its files are found here but their rows name the old one.
-    Such a file counts as changed and is read again (its ``file_path`` changed; the
-    embedding cache makes it cheap), which moves its row here. When the old root's folder
-    is gone, the old root *is* this one: its rows that were not found here are deleted
-    too, else a file deleted during the move would stay in the index for good. An old
-    root that still exists is another folder of the same collection, left alone.
+    A source folder that moved (renamed, mounted elsewhere, a relative source run from
+    another working directory) is another root: its files are found here but their rows
+    name the old one. An unchanged one is not read again (a deployment that clones its
+    repository into a new folder every run would re-read everything); its row is moved here
+    (``rerooted``), and a changed one moves with its commit. When the old root's folder is
+    gone, the old root *is* this one: its rows that were not found here are deleted too,
+    else a file deleted during the move would stay in the index for good. An old root that
+    still exists is another folder of the same collection, left alone.
     """
     todo: list[FileRef] = []
+    rerooted: list[str] = []
     new = changed = unchanged = retried = 0
     for f in files:
         state = known.get(f.source)
@@ -258,13 +261,15 @@ def classify(
                 retried += 1
             else:
                 changed += 1
-        elif state.sha256 != f.sha256 or state.fingerprint != fingerprint or state.root != root:
+        elif state.sha256 != f.sha256 or state.fingerprint != fingerprint:
             changed += 1
         elif state.status != "done":
             retried += 1
         else:
             unchanged += 1
             if not full_refresh:
+                if state.root != root:  # a commit moves it otherwise
+                    rerooted.append(f.source)
                 continue
         todo.append(f)
     seen = {f.source for f in files}
@@ -275,7 +280,7 @@ def classify(
         for s, state in known.items()
         if s not in seen and (state.root == root or state.root in moved) and scope(s)
     )
-    return Changes(todo, new, changed, unchanged, deleted, retried, moved)
+    return Changes(todo, new, changed, unchanged, deleted, retried, moved, tuple(rerooted))
 
 
 # --- Prefect edge ---
@@ -296,6 +301,7 @@ class Plan:
     deleted: list[str]
     retried: int = 0
     warnings: tuple[str, ...] = ()
+    rerooted: tuple[str, ...] = ()  # unchanged files found under this root, recorded elsewhere
 
 
 def not_a_folder(source: Path) -> str:
@@ -374,8 +380,8 @@ def plan_task(
         full_refresh,
     )
     warnings += [
-        f"source folder {old} is gone and its files are under {root_id(root)} now: they are "
-        "read again once, and the ones not here are deleted"
+        f"source folder {old} is gone and its files are under {root_id(root)} now: the "
+        "ones not here are deleted"
         for old in changes.moved_from
     ]
     batches = plan_batches(changes.todo, limits)
@@ -388,4 +394,5 @@ def plan_task(
         changes.deleted,
         changes.retried,
         tuple(warnings),
+        changes.rerooted,
     )

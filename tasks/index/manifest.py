@@ -225,6 +225,14 @@ class Manifest(SQLiteFile):
                 [(collection, s) for s in sources],
             )
 
+    def move_root(self, collection: str, sources: Iterable[str], root: str) -> None:
+        """Record that unchanged files are now found under ``root`` (their folder moved)."""
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE files SET root = ? WHERE collection = ? AND source = ?",
+                [(root, collection, s) for s in sources],
+            )
+
     def drop_collection(self, collection: str) -> None:
         """Remove every file row of a (physical) collection."""
         with self._transaction() as db:

@@ -128,3 +128,15 @@ def delete_task(ctx: RunContext, sources: list[str]) -> SyncResult:
         result = remove_sources(ctx, index, manifest, sources)
     get_run_logger().info("%d files deleted: %d chunks removed", len(sources), result.deleted)
     return result
+
+
+@task(name="move-root")
+def move_root_task(ctx: RunContext, sources: list[str]) -> None:
+    """Record unchanged files as found under this run's source folder (their folder moved).
+
+    No store write: their chunks are as they were (``file_path`` keeps the path they were
+    read from). The next run then deletes them from here when they go.
+    """
+    with Manifest.open(Path(ctx.data_dir)) as manifest:
+        manifest.move_root(ctx.physical, sources, ctx.root)
+    get_run_logger().info("%d unchanged files recorded under %s", len(sources), ctx.root)

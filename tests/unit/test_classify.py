@@ -113,7 +113,7 @@ def test_deleted_only_for_rows_of_this_root_in_scope() -> None:
 
 
 @pytest.mark.parametrize("old_folder_gone", [True, False])
-def test_a_moved_root_is_read_again_and_its_lost_files_deleted_once_its_folder_is_gone(
+def test_a_moved_root_is_recorded_here_and_its_lost_files_deleted_once_its_folder_is_gone(
     old_folder_gone: bool,
 ) -> None:
     """A folder that moved: its rows name the old root. Gone, the old root is this one;
@@ -121,21 +121,24 @@ def test_a_moved_root_is_read_again_and_its_lost_files_deleted_once_its_folder_i
     old, unrelated = "/mnt/old-share", "/mnt/unmounted"
     known = {
         "kept.md": state("kept.md", root=old),
+        "edited.md": state("edited.md", root=old),
         "lost-in-move.md": state("lost-in-move.md", root=old),
         "other.md": state("other.md", root=unrelated),  # none of its files are here
         "mine-gone.md": state("mine-gone.md"),
     }
-    changes = classify(
-        [ref("kept.md")], known, ROOT, FP, scope(), folder_gone=lambda r: old_folder_gone
-    )
-    assert [f.source for f in changes.todo] == ["kept.md"]  # same bytes, another folder
-    assert (changes.changed, changes.unchanged) == (1, 0)
+    files = [ref("edited.md", sha="sha-2"), ref("kept.md")]
+    changes = classify(files, known, ROOT, FP, scope(), folder_gone=lambda r: old_folder_gone)
+    assert [f.source for f in changes.todo] == ["edited.md"]  # its commit records this root
+    assert (changes.changed, changes.unchanged) == (1, 1)
+    assert changes.rerooted == ("kept.md",)  # not read again: only its row moves
     if old_folder_gone:
         assert changes.moved_from == (old,)
         assert changes.deleted == ["lost-in-move.md", "mine-gone.md"]
     else:
         assert changes.moved_from == ()
         assert changes.deleted == ["mine-gone.md"]
+    again = classify(files, known, ROOT, FP, scope(), full_refresh=True)
+    assert again.rerooted == () and len(again.todo) == 2  # each commit records this root
 
 
 @pytest.mark.parametrize(
