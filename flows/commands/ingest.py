@@ -20,6 +20,7 @@ from flows.commands.common import (
     hide_run_failures,
     ingest_options,
 )
+from tasks.common.documents import shown_name
 from tasks.common.errors import ConfigError
 
 
@@ -89,7 +90,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
     for key in keys:
         click.echo(f"{key:<{width}}  {summary[key]}")
     for failure in summary["failures"]:
-        click.echo(f"failed   {failure['source']}: {failure['error']}")
+        click.echo(f"failed   {shown_name(failure['source'])}: {failure['error']}")
     for warning in summary["warnings"]:
         click.echo(f"warning  {warning}")
 

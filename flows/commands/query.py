@@ -13,6 +13,7 @@ from flows.commands.common import (
     errors_to_exit_codes,
     ranking_options,
 )
+from tasks.common.documents import shown_name
 from tasks.common.errors import ConfigError
 
 
@@ -145,6 +146,7 @@ def query(
             if value is not None
         ]
         click.echo(
-            f"{i}. [{settings.retrieval} {h.score:.3f}] {h.source}  ({', '.join(sides)})\n"
+            f"{i}. [{settings.retrieval} {h.score:.3f}] {shown_name(h.source)}  "
+            f"({', '.join(sides)})\n"
             f"   {snippet[:240]}"
         )

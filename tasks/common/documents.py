@@ -62,6 +62,15 @@ def printable_name(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
+def shown_name(name: str) -> str:
+    """Return ``name`` for one line of a person's output (quoted if it holds a control char).
+
+    A newline in a file name would otherwise break the line (``docflow query``'s results,
+    the summary's failures); quoted as Python writes it, the name stays on its line.
+    """
+    return name if name.isprintable() else repr(name)
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from tasks.common.documents import Document, Header, header_keys, make_chunk_id, sha256_hex
+from tasks.common.documents import (
+    Document,
+    Header,
+    header_keys,
+    make_chunk_id,
+    sha256_hex,
+    shown_name,
+)
 
 
 def doc(text: str = "text", **metadata: Any) -> Document:
@@ -125,3 +132,10 @@ def test_header_keys(headers: tuple[Header, ...], expected: dict[str, str]) -> N
 
 def test_header_to_dict() -> None:
     assert Header(2, "Install").to_dict() == {"level": 2, "text": "Install"}
+
+
+def test_a_name_with_a_control_character_is_shown_on_one_line() -> None:
+    """``docflow query`` printed a file name with a newline over two lines."""
+    assert shown_name("guides/café au lait.md") == "guides/café au lait.md"
+    assert shown_name("two\nlines.txt") == "'two\\nlines.txt'"
+    assert "\n" not in shown_name("tab\there\r.md")
