@@ -39,8 +39,8 @@ class EmbeddingCache(SQLiteFile):
     def damaged(self, exc: Exception) -> str:
         """Return the one-line error of an unreadable cache, with its cure."""
         return (
-            f"the embedding cache {self.path} is damaged ({exc}): delete it (docflow clear "
-            "--drop-cache); vectors are then computed again"
+            f"the embedding cache {self.path} is damaged ({exc}): delete that file (the "
+            "index is not in it); its vectors are then computed again"
         )
 
     def get(self, model: str, texts: Sequence[str]) -> list[np.ndarray | None]:

@@ -135,19 +135,25 @@ def open_index_task(ctx: RunContext) -> Checked:
     files (tasks/embed/model.py, ``model_dimension``): the run plans, loads and splits while
     the model has not been loaded.
     """
+    from tasks.embed.cache import EmbeddingCache, cache_path
     from tasks.embed.model import model_dimension
 
     data_dir = Path(ctx.data_dir)
     store = ChromaStore.open(data_dir, ctx.physical, ctx.chroma_host, ctx.chroma_port)
     store.ensure(ctx.model, lambda: model_dimension(ctx.model, ctx.embed_backend))
+    opened: tuple[str, ...] = ()
+    # a damaged embedding cache is set aside (it is only a cache): vectors are computed again
+    cache, moved = EmbeddingCache.open_or_set_aside(cache_path(data_dir))
+    cache.close()
+    if moved:
+        opened += (f"the embedding cache was damaged: moved to {moved}, vectors computed again",)
     # a damaged lexical index is set aside: check() rebuilds it from the vector store
     path = database_path(data_dir, ctx.physical)
     words, moved = LexicalIndex.open_or_set_aside(path)
-    opened = (
-        (f"the lexical index {path} was damaged: moved to {moved.name}, rebuilt from the store",)
-        if moved
-        else ()
-    )
+    if moved:
+        opened += (
+            f"the lexical index {path} was damaged: moved to {moved.name}, rebuilt from the store",
+        )
     with Index(store, words) as index, Manifest.open(data_dir) as manifest:
         checked = check(index, manifest, data_dir, ctx.collection, ctx.run_id)
     return replace(checked, warnings=(*opened, *checked.warnings))  # the flow logs them

@@ -187,7 +187,13 @@ def make_client(
         path.mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=str(path), settings=settings)
     except (ChromaError, OSError) as exc:  # Chroma writes on open: a full disk refuses it
-        raise StateError(f"cannot open the Chroma store {path}: {exc}") from exc
+        cure = ""
+        if any(sign in str(exc) for sign in ("not a database", "malformed")):  # SQLite's words
+            cure = (
+                f" (damaged: move {path} aside, then docflow restore rebuilds each collection "
+                "from the tables without embedding)"
+            )
+        raise StateError(f"cannot open the Chroma store {path}: {exc}{cure}") from exc
 
 
 class ChromaStore:

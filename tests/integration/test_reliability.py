@@ -128,6 +128,39 @@ def test_lost_chroma_folder_is_reindexed_without_embedding(
     assert snapshot(data_dir) == snapshot(sample_index)  # from scratch: the same files
 
 
+def test_a_damaged_chroma_store_names_its_cure_and_restore_rebuilds_it(
+    ingested: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error said only "file is not a database"; restore, the cure, failed the same way."""
+    corpus, data_dir = ingested
+    before = snapshot(data_dir)
+    (data_dir / "chroma" / "chroma.sqlite3").write_bytes(b"overwritten " * 1000)
+    base = ["--data-dir", str(data_dir)]
+    proc = in_process(capsys, "ingest", "--source", str(corpus), *base)
+    assert proc.returncode == 1
+    one_error_line(proc, "damaged: move", "aside, then docflow restore")
+    (data_dir / "chroma").rename(data_dir / "chroma.damaged")
+    proc = in_process(capsys, "restore", *base)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert snapshot(data_dir) == before
+
+
+def test_a_damaged_embedding_cache_is_set_aside_and_the_run_goes_on(
+    ingested: tuple[Path, Path], sample_index: Path
+) -> None:
+    """It is only a cache: the run failed, and its message said to drop the collection."""
+    corpus, data_dir = ingested
+    _garbage(data_dir / "cache" / "embeddings.db")
+    (corpus / "drones.md").write_text("# Drones\n\nDrones leave the hive to mate.\n", "utf-8")
+    summary = ingest(params(corpus, data_dir))
+    assert summary["status"] == "completed" and summary["chunks_embedded"] == 1
+    assert any("the embedding cache was damaged: moved to" in w for w in summary["warnings"])
+    assert len(list((data_dir / "cache").glob("embeddings.db.corrupt-*"))) == 1
+    (corpus / "drones.md").unlink()
+    ingest(params(corpus, data_dir))
+    assert snapshot(data_dir) == snapshot(sample_index)
+
+
 def test_chunks_no_file_claims_are_deleted(ingested: tuple[Path, Path], sample_index: Path) -> None:
     corpus, data_dir = ingested
     store = ChromaStore.open(data_dir, "docflow")
