@@ -113,6 +113,14 @@ def errors_to_exit_codes() -> Iterator[None]:
         raise fail(describe(exc), EXIT_FAILED) from exc  # the line the run's record has
 
 
+def warn_unknown_env() -> None:
+    """Print a warning line for each DOCFLOW_* variable no setting reads (a typo)."""
+    from tasks.common.config import unknown_env
+
+    for line in unknown_env():
+        click.echo(f"docflow: warning: {line}", err=True)
+
+
 def store_options(fn: F) -> F:
     """Options that point at a Chroma server instead of the embedded store."""
     options = [

@@ -19,6 +19,7 @@ from flows.commands.common import (
     errors_to_exit_codes,
     hide_run_failures,
     ingest_options,
+    warn_unknown_env,
 )
 from tasks.common.documents import shown_name
 from tasks.common.errors import ConfigError
@@ -38,6 +39,7 @@ def _params(config_file: Path | None, overrides: dict[str, Any]) -> Any:
 
     lists = {k: list(v) or None for k, v in overrides.items() if isinstance(v, tuple)}
     params = resolve_params(config_file, {**overrides, **lists})
+    warn_unknown_env()
     if params.source_template:
         from tasks.discover.partitions import split_template
 

@@ -12,6 +12,7 @@ from flows.commands.common import (
     collection_options,
     errors_to_exit_codes,
     ranking_options,
+    warn_unknown_env,
 )
 from tasks.common.documents import shown_name
 from tasks.common.errors import ConfigError
@@ -87,6 +88,7 @@ def query(
             "per_source": per_source,
         }
         settings = resolve_query_params(config_file, given)
+        warn_unknown_env()
         filters = _parse_where(where)
         with Retriever(
             Path(data_dir),

@@ -377,6 +377,40 @@ RUN_ONLY_FIELDS: tuple[str, ...] = (
 )
 
 
+#: DOCFLOW_* variables read elsewhere than as a setting (``DOCFLOW_<FIELD>``, below): the
+#: LLM splitter's endpoint, the runtime's switches, the benchmarks' (``DOCFLOW_BENCH_*``).
+OTHER_ENV = frozenset(
+    {
+        "DOCFLOW_DASK_ADDRESS",
+        "DOCFLOW_EMBED_PROCESS",
+        "DOCFLOW_FAILPOINT",
+        "DOCFLOW_LLM_API_KEY",
+        "DOCFLOW_LLM_BASE_URL",
+        "DOCFLOW_LLM_MODEL",
+        "DOCFLOW_MODEL_CACHE",
+    }
+)
+
+
+def unknown_env(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Return a line for each ``DOCFLOW_*`` variable that nothing in docflow reads.
+
+    A typo (``DOCFLOW_COLLECTON=prod`` in a job's environment) is otherwise ignored in
+    silence, and the run writes the default collection.
+    """
+    env = os.environ if environ is None else environ
+    models = (IngestParams, LoaderOptions, QueryParams)
+    known = {ENV_PREFIX + name.upper() for m in models for name in m.model_fields} | OTHER_ENV
+    lines = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in known or name.startswith("DOCFLOW_BENCH_"):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        lines.append(f"{name} is not a setting docflow reads{hint}: ignored")
+    return lines
+
+
 def _from_env(environ: Mapping[str, str], fields: Mapping[str, Any]) -> dict[str, Any]:
     """Read ``DOCFLOW_<FIELD>`` variables; list fields are comma-separated."""
     values: dict[str, Any] = {}

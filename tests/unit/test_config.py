@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 
 from tasks.common.config import IngestParams, resolve_params
 from tasks.common.errors import ConfigError
+from tests.conftest import REPO
 
 
 def toml(tmp_path: Path, text: str, name: str = "docflow.toml") -> Path:
@@ -348,3 +350,47 @@ def test_a_path_that_is_not_utf8_is_named_printably() -> None:
         resolve_params(overrides={"source": "/srv/r\udce9pertoire"}, environ={})
     assert "/srv/r\\xe9pertoire is not valid UTF-8" in str(info.value)
     str(info.value).encode("utf-8")  # the message itself can be printed and logged
+
+
+def test_an_unknown_docflow_variable_is_named_with_the_closest_setting() -> None:
+    """A typo in a job's environment was ignored in silence (the run wrote the defaults)."""
+    from tasks.common.config import unknown_env
+
+    env = {
+        "DOCFLOW_COLLECTON": "prod",
+        "DOCFLOW_COLLECTION": "prod",
+        "DOCFLOW_PDF_MODE": "file",  # a loader option
+        "DOCFLOW_FUSION": "rrf",  # a query setting
+        "DOCFLOW_LLM_BASE_URL": "http://127.0.0.1:1",
+        "DOCFLOW_BENCH_SKIP": "x",
+        "HOME": "/root",
+    }
+    assert unknown_env(env) == [
+        "DOCFLOW_COLLECTON is not a setting docflow reads (did you mean DOCFLOW_COLLECTION?): "
+        "ignored"
+    ]
+
+
+def test_every_docflow_variable_the_code_reads_is_known() -> None:
+    """The list of variables read outside the settings stays true as code changes."""
+    from tasks.common.config import unknown_env
+
+    used = set()
+    for folder in ("tasks", "flows", "deployments", "tests/benchmarks"):
+        for path in (REPO / folder).rglob("*.py"):
+            if path.name == "config.py":  # the list itself, and its example of a typo
+                continue
+            used |= set(re.findall(r"DOCFLOW_[A-Z][A-Z0-9_]*[A-Z0-9]", path.read_text("utf-8")))
+    assert len(used) > 10
+    assert unknown_env(dict.fromkeys(used, "")) == []
+
+
+def test_the_cli_warns_of_an_unknown_variable(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from flows.cli import cli
+
+    env = {"DOCFLOW_RETREIVAL": "dense"}
+    result = CliRunner().invoke(cli, ["query", "bees", "--data-dir", str(tmp_path)], env=env)
+    assert "docflow: warning: DOCFLOW_RETREIVAL is not a setting docflow reads" in result.output
+    assert "did you mean DOCFLOW_RETRIEVAL?" in result.output
