@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 
 class DocflowError(Exception):
     """Base of every error docflow raises on purpose."""
@@ -35,11 +37,15 @@ def describe(exc: BaseException) -> str:
     """Return the one line a run records for ``exc``.
 
     docflow's own errors are written for the reader; anything else is named by its type, and
-    a Ctrl-C (whose message is empty) says so instead of ``KeyboardInterrupt: ``.
+    a Ctrl-C (whose message is empty) says so instead of ``KeyboardInterrupt: ``, and a
+    SIGTERM (``docker stop``, a pod's eviction) instead of ``TerminationSignal``.
     """
     if isinstance(exc, DocflowError):
         return str(exc)
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C)"
+    signum = getattr(exc, "signal", None)  # Prefect's TerminationSignal: a SIGTERM (a stop)
+    if type(exc).__name__ == "TerminationSignal" and isinstance(signum, int):
+        return f"terminated ({signal.Signals(signum).name}: stopped from outside)"
     message = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

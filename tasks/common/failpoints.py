@@ -3,8 +3,9 @@
 Set ``DOCFLOW_FAILPOINT=<name>[=<action>][@<n>]`` (e.g. ``store:after-upsert@2``); when the
 code reaches ``failpoint(name)`` for the n-th time (default 1st; ``@n+``: the n-th and every
 later time; ``@*``: every time), it acts: ``kill``
-(default: SIGKILL to itself, a real ``kill -9``), ``raise`` (a FailpointError) or
-``enospc`` (the OSError of a full disk). Unset, a failpoint costs one environment lookup.
+(default: SIGKILL to itself, a real ``kill -9``), ``term`` (SIGTERM to itself: a stop from
+outside, as ``docker stop`` sends), ``raise`` (a FailpointError) or ``enospc`` (the OSError
+of a full disk). Unset, a failpoint costs one environment lookup.
 The crash-safety tests use them to stop a real ingest at exact points.
 
 A test in the same process can also hang a callback on a point (:func:`on`): the
@@ -63,7 +64,7 @@ def failpoint(name: str) -> None:
         raise FailpointError(f"failpoint {name} reached")
     if action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGTERM if action == "term" else signal.SIGKILL)
 
 
 def _fires(nth: str, hit: int) -> bool:

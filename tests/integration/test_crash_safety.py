@@ -16,6 +16,7 @@ import pytest
 
 from flows.ingest import ingest
 from tasks.common.config import IngestParams
+from tasks.common.tables import read_table
 from tests.cli_subprocess import docflow
 from tests.conftest import SAMPLE
 from tests.index_state import manifest_ids, snapshot, warm_cache
@@ -94,3 +95,23 @@ def test_kill_9_then_rerun_equals_from_scratch(
     (corpus / "diseases.md").rename(corpus / "bee-diseases.md")
     ingest(params(corpus, data_dir))
     assert snapshot(data_dir) == reference
+
+
+def test_a_sigterm_is_recorded_as_terminated_and_the_rerun_converges(
+    ingested: tuple[Path, Path], edited_reference: dict[str, str]
+) -> None:
+    """A stop from outside (``docker stop``, a pod's eviction) mid-batch: the run records why
+    (it said ``TerminationSignal``) and the process ends by the signal; the next run converges."""
+    corpus, data_dir = ingested
+    edit(corpus)
+    args = ["ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--full-refresh"]
+    env = {"DOCFLOW_FAILPOINT": "store:after-upsert=term@2", "DOCFLOW_BATCH_FILES": "3"}
+    stopped = docflow(*args, env=env)
+    assert stopped.returncode == -15, stopped.stderr[-2000:]
+    last = max(read_table(data_dir, "runs").to_pylist(), key=lambda r: r["run_id"])
+    assert (last["status"], last["error"]) == (
+        "failed",
+        "terminated (SIGTERM: stopped from outside)",
+    )
+    ingest(params(corpus, data_dir))
+    assert snapshot(data_dir) == edited_reference
