@@ -26,7 +26,7 @@ from typing import Any
 
 from tasks.common.documents import valid_text
 from tasks.common.errors import ConfigError
-from tasks.evaluate.dataset import Dataset, Question
+from tasks.evaluate.dataset import Dataset, Question, read_as_utf8
 
 CORPUS = "corpus.jsonl"
 QUERIES = "queries.jsonl"
@@ -50,7 +50,7 @@ def is_beir(path: Path) -> bool:
 
 def _records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield ``(where, record)`` of each non-blank line of a JSON-lines file."""
-    with path.open(encoding="utf-8") as fh:
+    with read_as_utf8(path), path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -95,7 +95,7 @@ def _judgements(
 ) -> dict[str, dict[str, int]]:
     """Return the graded judgements by query id, then document id."""
     qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8", newline="") as fh:
+    with read_as_utf8(path), path.open(encoding="utf-8", newline="") as fh:
         reader = csv.reader(fh, delimiter="\t")
         header = [h.strip() for h in next(reader, [])]
         if header[:3] != ["query-id", "corpus-id", "score"]:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks.common.errors import ConfigError
+from tasks.common.errors import ConfigError, describe
 
 Interval = tuple[int, int]
 
@@ -87,6 +88,16 @@ def find_datasets(root: Path, depth: int = 2) -> list[Path]:
     ]
 
 
+@contextmanager
+def read_as_utf8(path: Path) -> Iterator[None]:
+    """Name ``path`` in one line when what is read from it in the block is not UTF-8."""
+    try:
+        yield
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{bad}: {exc.reason})") from exc
+
+
 def load_dataset(path: Path) -> Dataset:
     """Read a data set folder: ``corpora/*.md`` and ``questions.csv``, or a BEIR set.
 
@@ -105,19 +116,31 @@ def load_dataset(path: Path) -> Dataset:
             f"evaluation data set not found: {path} (needs corpora/*.md and questions.csv, "
             "or corpus.jsonl, queries.jsonl and qrels.tsv)"
         )
-    corpora = {p.stem: p.read_text(encoding="utf-8") for p in sorted(corpora_dir.glob("*.md"))}
+    corpora = {}
+    for corpus in sorted(corpora_dir.glob("*.md")):
+        with read_as_utf8(corpus):
+            corpora[corpus.stem] = corpus.read_text(encoding="utf-8")
     questions = []
-    with questions_file.open(encoding="utf-8", newline="") as fh:
+    with read_as_utf8(questions_file), questions_file.open(encoding="utf-8", newline="") as fh:
         for line, row in enumerate(csv.DictReader(fh), start=2):
-            corpus_id = row["corpus_id"]
-            if corpus_id not in corpora:
-                raise ConfigError(f"{questions_file}:{line}: unknown corpus {corpus_id!r}")
-            text = corpora[corpus_id]
-            refs = []
-            for ref in json.loads(row["references"]):
-                start, end = int(ref["start_index"]), int(ref["end_index"])
-                if text[start:end] != ref["content"]:
-                    raise ConfigError(f"{questions_file}:{line}: a reference is not its span")
-                refs.append((start, end))
-            questions.append(Question(row["question"], corpus_id, tuple(sorted(refs))))
+            where = f"{questions_file}:{line}"
+            try:
+                questions.append(_question(row, corpora, where))
+            except (KeyError, TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+                raise ConfigError(f"{where}: not a question row ({describe(exc)})") from exc
     return Dataset(corpora, tuple(questions), str(path), path.name)
+
+
+def _question(row: Mapping[str, str], corpora: Mapping[str, str], where: str) -> Question:
+    """Return the question of one ``questions.csv`` row, its references checked."""
+    corpus_id = row["corpus_id"]
+    if corpus_id not in corpora:
+        raise ConfigError(f"{where}: unknown corpus {corpus_id!r}")
+    text = corpora[corpus_id]
+    refs = []
+    for ref in json.loads(row["references"]):
+        start, end = int(ref["start_index"]), int(ref["end_index"])
+        if text[start:end] != ref["content"]:
+            raise ConfigError(f"{where}: a reference is not its span")
+        refs.append((start, end))
+    return Question(row["question"], corpus_id, tuple(sorted(refs)))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -322,6 +323,32 @@ def test_load_dataset(tmp_path: Path) -> None:
         load_dataset(_write_dataset(tmp_path / "bad", content="answe"))
     with pytest.raises(ConfigError, match="not found"):
         load_dataset(tmp_path / "absent")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda r: (r / "corpora" / "old.md").write_bytes(b"caf\xe9"), "old.md: not UTF-8 text"),
+        (lambda r: (r / "questions.csv").write_bytes(b"question\n\xff\n"), "not UTF-8 text"),
+        (
+            lambda r: (r / "questions.csv").write_text("question,references,corpus_id\nq,[{,c\n"),
+            "questions.csv:2: not a question row (JSONDecodeError",
+        ),
+        (
+            lambda r: (r / "questions.csv").write_text("question,refs\nq,[]\n"),
+            "questions.csv:2: not a question row (KeyError",
+        ),
+    ],
+)
+def test_a_damaged_span_set_is_one_line_naming_the_file(
+    tmp_path: Path, damage: Callable[[Path], object], message: str
+) -> None:
+    """Each failed as a bare UnicodeDecodeError, JSONDecodeError or KeyError."""
+    root = _write_dataset(tmp_path / "d")
+    damage(root)
+    with pytest.raises(ConfigError, match=re.escape(message)) as caught:
+        load_dataset(root)
+    assert "\n" not in str(caught.value)
 
 
 def test_chunks_are_spans_of_their_corpus(tmp_path: Path) -> None:

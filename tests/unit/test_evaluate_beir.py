@@ -144,6 +144,9 @@ def test_missing_files_bad_lines_and_headers(tmp_path: Path) -> None:
     (folder / "corpus.jsonl").write_text("{not json\n")
     with pytest.raises(ConfigError, match=r"corpus.jsonl:1: not JSON"):
         load_dataset(folder)
+    (folder / "corpus.jsonl").write_bytes(b'{"_id": "d1", "text": "caf\xe9"}\n')
+    with pytest.raises(ConfigError, match=r"corpus.jsonl: not UTF-8 text \(byte 0xe9"):
+        load_dataset(folder)  # was a bare UnicodeDecodeError
     folder = write_beir(tmp_path / "e")
     (folder / "qrels.tsv").write_text("qid\tdocid\trel\nq1\td1\t1\n")
     with pytest.raises(ConfigError, match="expected the header query-id, corpus-id, score"):
