@@ -305,15 +305,30 @@ def _source(where: str | os.PathLike[str]) -> Iterator[str | IO[bytes]]:
         yield fh
 
 
+def damaged_part(path: str | os.PathLike[str], exc: Exception) -> StateError:
+    """Return the one-line error of a part Parquet cannot read (a copy cut short, a bad disk).
+
+    docflow writes parts atomically, so a damaged one was changed outside it.
+    """
+    reason = " ".join(str(exc).split())[:200]
+    return StateError(
+        f"table part {path} is damaged ({reason}): move it aside; docflow reingest rebuilds "
+        "the collection from the source files"
+    )
+
+
 def read_part(path: str | os.PathLike[str], columns: Iterable[str] | None = None) -> pa.Table:
     """Read one part file, local or remote (``columns`` that the part lacks are left out)."""
-    with _source(path) as src:
-        parquet = pq.ParquetFile(src)
-        cols = None if columns is None else list(columns)
-        if cols is not None:
-            present = set(parquet.schema_arrow.names)
-            cols = [c for c in cols if c in present]
-        return parquet.read(columns=cols)
+    try:
+        with _source(path) as src:
+            parquet = pq.ParquetFile(src)
+            cols = None if columns is None else list(columns)
+            if cols is not None:
+                present = set(parquet.schema_arrow.names)
+                cols = [c for c in cols if c in present]
+            return parquet.read(columns=cols)
+    except pa.ArrowInvalid as exc:
+        raise damaged_part(path, exc) from exc
 
 
 def read_documents(path: Path) -> list[DocumentRow]:
@@ -394,13 +409,18 @@ def read_table(
         rows = pa.concat_tables([read_part(p) for p in parts], promote_options="default")
         return rows.select(list(columns)) if columns is not None else rows
     filesystem = None if fs is None else PyFileSystem(FSSpecHandler(fs))
-    dataset = ds.dataset(
-        folder,
-        filesystem=filesystem,
-        format="parquet",
-        partitioning="hive" if run_id is None else None,
-    )
-    return dataset.to_table(columns=list(columns) if columns is not None else None)
+    try:
+        dataset = ds.dataset(
+            folder,
+            filesystem=filesystem,
+            format="parquet",
+            partitioning="hive" if run_id is None else None,
+        )
+        return dataset.to_table(columns=list(columns) if columns is not None else None)
+    except pa.ArrowInvalid as exc:
+        for part in parts:  # name the part: pyarrow's message does not always
+            read_part(part, [])
+        raise damaged_part(folder, exc) from exc
 
 
 def _find(data_dir: Path, table: str, run_id: str | None) -> list[tuple[str, int]]:

@@ -16,6 +16,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from tasks.common.documents import Chunk, Document, Header, make_chunk_id
+from tasks.common.errors import StateError
 from tasks.common.tables import (
     CHUNKS_SCHEMA,
     DOCUMENTS_SCHEMA,
@@ -276,6 +277,20 @@ def test_read_table_columns_and_missing_table(data_dir: Path) -> None:
     assert table.num_rows == 7
     assert read_table(data_dir, "embeddings").num_rows == 0
     assert not table_dir(data_dir, "embeddings").exists()
+
+
+def test_a_damaged_part_is_named_in_one_line(data_dir: Path) -> None:
+    """A part cut short (a copy, a bad disk): restore and inspect failed with pyarrow's
+    ArrowInvalid, restore's without naming the file."""
+    _write_chunk_parts(data_dir)
+    part = part_path(data_dir, "chunks", RUN_B, 0)
+    part.write_bytes(part.read_bytes()[:100])
+    for read in (lambda: read_table(data_dir, "chunks"), lambda: read_part(part)):
+        with pytest.raises(StateError) as caught:
+            read()
+        message = str(caught.value)
+        assert message.startswith(f"table part {part} is damaged (") and "\n" not in message
+        assert "docflow reingest" in message
 
 
 def test_duckdb_reads_chunks_with_hive_run_id(data_dir: Path) -> None:
