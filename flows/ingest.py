@@ -85,10 +85,7 @@ def run_ingest(
         "content_fingerprint": ctx.fingerprint,
         "deleted_sources": [],
     }
-    interrupted = mark_interrupted(params.data_path, params.collection, ctx.run_id)
-    summary.warnings.extend(
-        f"run {r} had died without ending: marked interrupted" for r in interrupted
-    )
+    summary.warnings.extend(mark_interrupted(params.data_path, params.collection, ctx.run_id))
     write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
     try:
         extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)

@@ -305,16 +305,16 @@ def _source(where: str | os.PathLike[str]) -> Iterator[str | IO[bytes]]:
         yield fh
 
 
-def damaged_part(path: str | os.PathLike[str], exc: Exception) -> StateError:
+_REINGEST = "move it aside; docflow reingest rebuilds the collection from the source files"
+
+
+def damaged_part(path: str | os.PathLike[str], exc: Exception, cure: str = _REINGEST) -> StateError:
     """Return the one-line error of a part Parquet cannot read (a copy cut short, a bad disk).
 
     docflow writes parts atomically, so a damaged one was changed outside it.
     """
     reason = " ".join(str(exc).split())[:200]
-    return StateError(
-        f"table part {path} is damaged ({reason}): move it aside; docflow reingest rebuilds "
-        "the collection from the source files"
-    )
+    return StateError(f"table part {path} is damaged ({reason}): {cure}")
 
 
 def read_part(path: str | os.PathLike[str], columns: Iterable[str] | None = None) -> pa.Table:
@@ -406,7 +406,7 @@ def read_table(
         return pa.table({})
     fs, folder = _resolve(table_location(data_dir, table, run_id))
     if table == "runs":  # one small file per run; later releases added columns
-        rows = pa.concat_tables([read_part(p) for p in parts], promote_options="default")
+        rows = pa.concat_tables([_read_run(p) for p in parts], promote_options="default")
         return rows.select(list(columns)) if columns is not None else rows
     filesystem = None if fs is None else PyFileSystem(FSSpecHandler(fs))
     try:
@@ -421,6 +421,15 @@ def read_table(
         for part in parts:  # name the part: pyarrow's message does not always
             read_part(part, [])
         raise damaged_part(folder, exc) from exc
+
+
+def _read_run(part: str) -> pa.Table:
+    """Read one run's record; a damaged one is named with its own cure."""
+    try:
+        return read_part(part)
+    except StateError as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        raise damaged_part(part, cause, "move it aside (it is one past run's record)") from exc
 
 
 def _find(data_dir: Path, table: str, run_id: str | None) -> list[tuple[str, int]]:
@@ -484,22 +493,29 @@ def write_run(data_dir: Path, run_id: str, summary: dict[str, Any]) -> Path:
 
 
 def mark_interrupted(data_dir: Path, collection: str, current: str) -> list[str]:
-    """Record runs of ``collection`` left "running" as "interrupted"; return their ids.
+    """Record runs of ``collection`` left "running" as "interrupted"; return what it did.
 
     Call with the collection's lock held: no other run of it is alive, so a "running"
     record is one whose process died before it could record its end (killed, or its
-    failure handler itself failed, on a full disk say).
+    failure handler itself failed, on a full disk say). A damaged record is skipped (one
+    unreadable file of one past run must not stop every run). Returns one warning line per
+    interrupted run and per damaged record.
     """
-    found = []
+    lines = []
     for part in list_parts(data_dir, "runs"):
-        head = read_part(part, ["run_id", "collection", "status"]).to_pylist()
+        try:
+            head = read_part(part, ["run_id", "collection", "status"]).to_pylist()
+        except StateError as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            lines.append(str(damaged_part(part, cause, "skipped (one past run's record)")))
+            continue
         if not head or head[0]["collection"] != collection or head[0]["run_id"] == current:
             continue
         if head[0]["status"] == "running":
             row = read_part(part).to_pylist()[0] | {"status": "interrupted"}
             write_atomic(pa.Table.from_pylist([row]), Path(part))
-            found.append(str(row["run_id"]))
-    return found
+            lines.append(f"run {row['run_id']} had died without ending: marked interrupted")
+    return lines
 
 
 @dataclass(frozen=True, slots=True)

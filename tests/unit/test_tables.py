@@ -462,7 +462,15 @@ def test_mark_interrupted_records_dead_running_runs_of_the_collection_only(
     }
     for run_id, row in runs.items():
         write_run(data_dir, run_id, {"run_id": run_id, **row})
-    assert mark_interrupted(data_dir, "c", "20240104T000000-dddddd") == [RUN_A]
+    assert mark_interrupted(data_dir, "c", "20240104T000000-dddddd") == [
+        f"run {RUN_A} had died without ending: marked interrupted"
+    ]
     got = {r["run_id"]: r for r in read_table(data_dir, "runs").to_pylist()}
     assert got[RUN_A]["status"] == "interrupted" and got[RUN_A]["files_seen"] == 3
     assert [got[r]["status"] for r in runs][1:] == ["completed", "running", "running"]
+    # a damaged record (cut short outside docflow) is named and skipped, not fatal to a run
+    damaged = write_run(data_dir, "20240105T000000-eeeeee", {"collection": "c"})
+    damaged.write_bytes(damaged.read_bytes()[:50])
+    [line] = mark_interrupted(data_dir, "c", "20240104T000000-dddddd")
+    assert line.startswith(f"table part {damaged} is damaged (")
+    assert line.endswith("): skipped (one past run's record)")
