@@ -18,7 +18,7 @@ def test_a_garbage_file_is_a_state_error_naming_it_and_its_cure(tmp_path: Path) 
     for cls, cure in (
         (Manifest, "docflow restore"),
         (LexicalIndex, "rebuilds it from the vector store"),
-        (EmbeddingCache, "--drop-cache"),
+        (EmbeddingCache, "delete that file (the index is not in it)"),
     ):
         path = tmp_path / f"{cls.__name__}.db"
         path.write_bytes(b"not a database at all " * 100)
