@@ -52,3 +52,12 @@ def test_bench_orchestration_removes_its_scratch_folder(
     else:
         assert bench.main()["trigger_to_completed_s"] == [1.0]
     assert server.stopped and list(tmp_path.iterdir()) == []
+
+
+def test_bench_plan_measures_the_plan_and_its_peer_over_the_same_files(tmp_path: Path) -> None:
+    from tests.benchmarks import bench_plan
+
+    bench_plan.write_corpus(tmp_path / "corpus", 40)
+    (tmp_path / "corpus" / "d0" / "skip.bin").write_bytes(b"\0")  # no loader: not planned
+    assert bench_plan.bare_walk_and_hash(tmp_path / "corpus") == 41
+    assert bench_plan.plan_unchanged(tmp_path / "corpus", tmp_path / "data") == 40
