@@ -36,8 +36,8 @@ _GLOB_FLAGS = wglob.GLOBSTAR | wglob.DOTGLOB | wglob.NEGATE | wglob.BRACE
 def _matcher(patterns: tuple[str, ...]) -> wglob.WcMatcher[str]:
     """Return the globs compiled once.
 
-    ``wglob.globmatch`` compiles its patterns again on every call: for the ~60 default
-    types that cost ~4 ms a file (20 s of planning for 5,000 files).
+    ``wglob.globmatch`` compiles its patterns again on every call: with the ~60 default
+    types, planning 5,000 unchanged files took 1.50 s, 0.64 s compiled once (bench_plan).
     """
     return wglob.compile(list(patterns), flags=_GLOB_FLAGS)
 
@@ -229,8 +229,8 @@ def classify(
 ) -> Changes:
     """Compare discovered files with their manifest rows.
 
-    A file is unchanged when its sha256 and content fingerprint match a row of this root
-    whose status is "done". A file whose last attempt failed (bytes as they were then) or
+    A file is unchanged when its sha256 and content fingerprint match a row whose status is
+    "done". A file whose last attempt failed (bytes as they were then) or
     was interrupted (a "pending" row: a crashed batch, or chunks the store lost) and that
     has not changed since is *retried*; one that changed since is changed. A row of the
     same root that the globs select but that was not discovered is deleted; a file
