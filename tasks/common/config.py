@@ -284,6 +284,19 @@ class IngestParams(BaseModel):
     def _source_is_utf8(cls, value: str) -> str:
         return utf8_path(value)
 
+    @field_validator("include", "exclude")
+    @classmethod
+    def _relative_globs(cls, value: list[str]) -> list[str]:
+        """Drop a leading ``./`` (after a ``!``): globs are relative to the source already."""
+        globs = []
+        for pattern in value:
+            negated = pattern.startswith("!")
+            rest = pattern[1:] if negated else pattern
+            while rest.startswith("./"):
+                rest = rest[2:]
+            globs.append("!" + rest if negated else rest)
+        return globs
+
     @field_validator("source_template")
     @classmethod
     def _template_renders(cls, value: str | None) -> str | None:

@@ -368,7 +368,11 @@ def plan_task(
     # its files would fail (or be indexed) and change on every run
     files = discover(root, patterns, exclude, include_hidden, sample_size, [Path(data_dir)])
     given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
-    warnings = [f"--include {p!r} matched no file under {root}" for p in unmatched(files, given)]
+    warnings = [
+        f"--include {p!r} matched no file under {root}"
+        + (f" (a folder: write '{p.rstrip('/')}/**')" if (root / p).is_dir() else "")
+        for p in unmatched(files, given)
+    ]
     with Manifest.open(Path(data_dir)) as manifest:
         known = manifest.files(physical, ids=False)  # the plan needs no chunk ids
     changes = classify(

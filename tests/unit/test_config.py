@@ -399,3 +399,16 @@ def test_the_cli_warns_of_an_unknown_variable(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["query", "bees", "--data-dir", str(tmp_path)], env=env)
     assert "docflow: warning: DOCFLOW_RETREIVAL is not a setting docflow reads" in result.output
     assert "did you mean DOCFLOW_RETRIEVAL?" in result.output
+
+
+def test_a_leading_dot_slash_in_a_glob_is_dropped() -> None:
+    """``--include './**/*.md'`` matched no file: globs are relative to the source."""
+    params = resolve_params(
+        overrides={
+            "include": ["./**/*.md", "././docs/*.txt"],
+            "exclude": ["!./keep.md", "./drafts/**"],
+        },
+        environ={},
+    )
+    assert params.include == ["**/*.md", "docs/*.txt"]
+    assert params.exclude == ["!keep.md", "drafts/**"]

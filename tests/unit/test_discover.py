@@ -459,3 +459,19 @@ def test_a_name_that_is_not_utf8_gets_a_printable_source_and_still_loads(tmp_pat
     assert meta["file_path"].endswith("/caf\\xe9.txt")
     for value in (meta["source"], meta["file_path"]):
         value.encode("utf-8")  # what the tables, the store and the logs write
+
+
+def test_an_include_that_names_a_folder_says_how_to_select_its_files(
+    tiny_corpus: Path, data_dir: Path
+) -> None:
+    """``--include guides`` matched nothing with no hint of why."""
+    from tasks.discover.batches import BatchLimits
+    from tasks.discover.files import plan_task
+
+    plan = plan_task.fn(
+        str(tiny_corpus), ["guides", "**/*.md"], [], False, BatchLimits(), str(data_dir),
+        "docflow", "fp", False,
+    )  # fmt: skip
+    assert plan.warnings == (
+        f"--include 'guides' matched no file under {tiny_corpus} (a folder: write 'guides/**')",
+    )
