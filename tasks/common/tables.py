@@ -317,8 +317,13 @@ def damaged_part(path: str | os.PathLike[str], exc: Exception, cure: str = _REIN
     return StateError(f"table part {path} is damaged ({reason}): {cure}")
 
 
-def read_part(path: str | os.PathLike[str], columns: Iterable[str] | None = None) -> pa.Table:
-    """Read one part file, local or remote (``columns`` that the part lacks are left out)."""
+def read_part(
+    path: str | os.PathLike[str], columns: Iterable[str] | None = None, cure: str = _REINGEST
+) -> pa.Table:
+    """Read one part file, local or remote (``columns`` that the part lacks are left out).
+
+    A part Parquet cannot read is a StateError naming it, with ``cure``.
+    """
     try:
         with _source(path) as src:
             parquet = pq.ParquetFile(src)
@@ -328,7 +333,7 @@ def read_part(path: str | os.PathLike[str], columns: Iterable[str] | None = None
                 cols = [c for c in cols if c in present]
             return parquet.read(columns=cols)
     except pa.ArrowInvalid as exc:
-        raise damaged_part(path, exc) from exc
+        raise damaged_part(path, exc, cure) from exc
 
 
 def read_documents(path: Path) -> list[DocumentRow]:
@@ -406,7 +411,9 @@ def read_table(
         return pa.table({})
     fs, folder = _resolve(table_location(data_dir, table, run_id))
     if table == "runs":  # one small file per run; later releases added columns
-        rows = pa.concat_tables([_read_run(p) for p in parts], promote_options="default")
+        cure = "move it aside (it is one past run's record)"
+        records = [read_part(p, None, cure) for p in parts]
+        rows = pa.concat_tables(records, promote_options="default")
         return rows.select(list(columns)) if columns is not None else rows
     filesystem = None if fs is None else PyFileSystem(FSSpecHandler(fs))
     try:
@@ -421,15 +428,6 @@ def read_table(
         for part in parts:  # name the part: pyarrow's message does not always
             read_part(part, [])
         raise damaged_part(folder, exc) from exc
-
-
-def _read_run(part: str) -> pa.Table:
-    """Read one run's record; a damaged one is named with its own cure."""
-    try:
-        return read_part(part)
-    except StateError as exc:
-        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
-        raise damaged_part(part, cause, "move it aside (it is one past run's record)") from exc
 
 
 def _find(data_dir: Path, table: str, run_id: str | None) -> list[tuple[str, int]]:
@@ -504,10 +502,10 @@ def mark_interrupted(data_dir: Path, collection: str, current: str) -> list[str]
     lines = []
     for part in list_parts(data_dir, "runs"):
         try:
-            head = read_part(part, ["run_id", "collection", "status"]).to_pylist()
+            columns = ["run_id", "collection", "status"]
+            head = read_part(part, columns, "skipped (one past run's record)").to_pylist()
         except StateError as exc:
-            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
-            lines.append(str(damaged_part(part, cause, "skipped (one past run's record)")))
+            lines.append(str(exc))
             continue
         if not head or head[0]["collection"] != collection or head[0]["run_id"] == current:
             continue
