@@ -13,11 +13,11 @@ import hashlib
 import ipaddress
 import re
 
-#: A run id (tasks/common/runs.py ``new_run_id``): UTC time and six hex digits.
-RUN_ID_PATTERN = r"\d{8}T\d{6}-[0-9a-f]{6}"
+from tasks.common.runs import RUN_ID_PATTERN, new_run_id
+
 _VERSION_SUFFIX = re.compile(rf"--v{RUN_ID_PATTERN}\Z")
 #: Chroma's longest name, less the ``--v<run id>`` of a rebuild version.
-MAX_NAME = 512 - len("--v20240101T000000-abcdef")
+MAX_NAME = 512 - len(f"--v{new_run_id()}")
 NAME_PATTERN = rf"[a-zA-Z0-9][a-zA-Z0-9._-]{{1,{MAX_NAME - 2}}}[a-zA-Z0-9]"
 #: Longest file name we give a file named after a collection (file systems allow 255 bytes).
 MAX_FILE_NAME = 200

@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from tasks.common.tables import PartRef
 
 
+#: What :func:`new_run_id` returns: UTC time to the second and six hex digits.
+RUN_ID_PATTERN = r"\d{8}T\d{6}-[0-9a-f]{6}"
+
+
 def new_run_id(now: dt.datetime | None = None) -> str:
     """Return a sortable run id: UTC time plus a short random suffix (runs are events)."""
     now = now or dt.datetime.now(dt.UTC)
