@@ -30,11 +30,11 @@ from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write
 from tasks.discover.batches import BatchLimits
 from tasks.discover.files import plan_task, root_id
 from tasks.discover.partitions import partition_folder
-from tasks.embed.model import embed_task
+from tasks.embed.task import embed_task
 from tasks.index.consistency import open_index_task
 from tasks.index.manifest import Manifest
-from tasks.index.store import record_fingerprint_task, use_chroma_server
-from tasks.index.sync import delete_task, move_root_task, store_task
+from tasks.index.store import use_chroma_server
+from tasks.index.sync import delete_task, move_root_task, record_fingerprint_task, store_task
 from tasks.load.task import load_task
 from tasks.split.task import split_task
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,20 @@ def corpus_files(folder: str, patterns: tuple[str, ...]) -> list[Path]:
         for p in root.rglob(pattern)
         if "bad" not in p.relative_to(root).parts
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_flow_heartbeats() -> Iterator[None]:
+    """Flows the tests call run as the command line runs them: no Prefect heartbeats.
+
+    What ``docflow`` does unless ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` is set
+    (flows/runtime.py, ``heartbeats_when_asked``); each flow run would otherwise end 0-1 s
+    late (a fifth of test_incremental's time). No test's subject is Prefect's heartbeat.
+    """
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 @pytest.fixture

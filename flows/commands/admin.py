@@ -42,10 +42,11 @@ def clear(yes: bool, drop_cache: bool, as_json: bool, **where: Any) -> None:
             err=True,
         )
     from flows.rebuild import clear_flow
+    from flows.runtime import heartbeats_when_asked
     from tasks.common.config import ClearParams, validated
 
     hide_run_failures()
-    with errors_to_exit_codes():
+    with errors_to_exit_codes(), heartbeats_when_asked():
         check_data_dir(where["data_dir"])
         result = clear_flow(validated(ClearParams, {**where, "drop_cache": drop_cache}))
     if as_json:
@@ -65,10 +66,11 @@ def restore(as_json: bool, **where: Any) -> None:
     Example: docflow restore --data-dir data
     """
     from flows.rebuild import restore_flow
+    from flows.runtime import heartbeats_when_asked
     from tasks.common.config import CollectionParams, validated
 
     hide_run_failures()
-    with errors_to_exit_codes():
+    with errors_to_exit_codes(), heartbeats_when_asked():
         check_data_dir(where["data_dir"])
         result = restore_flow(validated(CollectionParams, where))
     if as_json:

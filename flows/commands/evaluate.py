@@ -129,22 +129,24 @@ def evaluate(
         for path in paths:  # so is a bad data set (one line, before the flow starts)
             load_dataset(path)
         from flows.evaluate import evaluate as run
+        from flows.runtime import heartbeats_when_asked
 
         hide_run_failures()
-        result = run(
-            datasets=[str(p) for p in paths],
-            splitters=chosen,
-            model=model or DEFAULT_MODEL,
-            embed_backend=embed_backend,
-            k=k,
-            out=str(out),
-            retrieval=ranking.retrieval,
-            dense_weight=ranking.dense_weight,
-            fusion=ranking.fusion,
-            stop_words=ranking.stop_words,
-            per_source=ranking.per_source,
-            data_dir=str(data_dir),
-        )
+        with heartbeats_when_asked():
+            result = run(
+                datasets=[str(p) for p in paths],
+                splitters=chosen,
+                model=model or DEFAULT_MODEL,
+                embed_backend=embed_backend,
+                k=k,
+                out=str(out),
+                retrieval=ranking.retrieval,
+                dense_weight=ranking.dense_weight,
+                fusion=ranking.fusion,
+                stop_words=ranking.stop_words,
+                per_source=ranking.per_source,
+                data_dir=str(data_dir),
+            )
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, default=str))
         return

@@ -133,7 +133,7 @@ def _run_flow(
         bar = _Progress()
         listener = bar if sys.stderr.isatty() else (lambda done, total: None)
         try:
-            with progress.listen(listener):
+            with progress.listen(listener), runtime.heartbeats_when_asked():
                 summary = run(params)
         finally:
             bar.close()
@@ -222,7 +222,7 @@ def backfill(
             },
         )
         hide_run_failures()
-        with runtime.dask_env(address):
+        with runtime.dask_env(address), runtime.heartbeats_when_asked():
             result = run(spec)
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))

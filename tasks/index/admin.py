@@ -296,7 +296,7 @@ def _newest_rows(
 # --- Prefect edge ---
 from prefect import get_run_logger, task  # noqa: E402
 
-from tasks.index.store import STORE_RETRIES, retry_transient  # noqa: E402
+from tasks.index.sync import STORE_RETRIES, retry_transient  # noqa: E402
 
 
 @task(name="drop-old-versions", retry_condition_fn=retry_transient, **STORE_RETRIES)

@@ -124,7 +124,7 @@ def check(index: Index, manifest: Manifest, data_dir: Path, name: str, run_id: s
 from prefect import task  # noqa: E402
 
 from tasks.common.runs import RunContext  # noqa: E402
-from tasks.index.store import STORE_RETRIES, retry_transient  # noqa: E402
+from tasks.index.sync import STORE_RETRIES, retry_transient  # noqa: E402
 
 
 @task(name="open-index", retry_condition_fn=retry_transient, **STORE_RETRIES)

@@ -92,11 +92,38 @@ def remove_sources(
 
 # --- Prefect edge ---
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
-from prefect import get_run_logger, task  # noqa: E402
+from prefect import Task, get_run_logger, task  # noqa: E402
+from prefect.client.schemas.objects import State, TaskRun  # noqa: E402
+from prefect.tasks import exponential_backoff  # noqa: E402
 
+from tasks.common.errors import DocflowError  # noqa: E402
+from tasks.common.failpoints import FailpointError  # noqa: E402
 from tasks.common.tables import PartRef, read_chunks, read_documents, read_vectors  # noqa: E402
-from tasks.index.store import STORE_RETRIES, retry_transient  # noqa: E402
+from tasks.index.store import ChromaStore  # noqa: E402
+
+#: Retry settings of tasks that write the store: a Chroma server may blink, a disk may be busy.
+STORE_RETRIES: dict[str, Any] = {
+    "retries": 3,
+    "retry_delay_seconds": exponential_backoff(backoff_factor=1),  # 1, 2, 4 s
+    "retry_jitter_factor": 0.5,
+}
+
+
+def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
+    """Retry a failed store task unless its error is one a retry cannot fix.
+
+    docflow's own errors (a model mismatch, a bad option) and failpoints are final;
+    anything else (a refused connection, a timeout, a locked file) is worth another try.
+    """
+    try:
+        state.result()
+    except (DocflowError, FailpointError):
+        return False
+    except Exception:  # noqa: BLE001 - the point is to let any other error be retried
+        return True
+    return True
 
 
 @task(name="store", retry_condition_fn=retry_transient, **STORE_RETRIES)
@@ -140,3 +167,12 @@ def move_root_task(ctx: RunContext, sources: list[str]) -> None:
     with Manifest.open(Path(ctx.data_dir)) as manifest:
         manifest.move_root(ctx.physical, sources, ctx.root)
     get_run_logger().info("%d unchanged files recorded under %s", len(sources), ctx.root)
+
+
+@task(name="record-fingerprint", retry_condition_fn=retry_transient, **STORE_RETRIES)
+def record_fingerprint_task(
+    data_dir: str, physical: str, fingerprint: str, host: str | None = None, port: int = 8000
+) -> None:
+    """Record on the collection the content fingerprint its chunks were made with."""
+    store = ChromaStore.open(Path(data_dir), physical, host, port)
+    store.update_metadata(content_fingerprint=fingerprint)

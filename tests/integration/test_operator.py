@@ -10,10 +10,12 @@ Prefect, Chroma, model and files.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -191,6 +193,59 @@ def _run_logs(flow_run_id: str) -> list:  # type: ignore[type-arg]
         return client.read_logs(
             log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])), limit=200
         )
+
+
+def test_command_line_runs_send_prefect_heartbeats_only_when_asked(tmp_path: Path) -> None:
+    """Two ``docflow clear`` runs in a process where no heartbeat setting is made, then asked.
+
+    Without PREFECT_FLOWS_HEARTBEAT_FREQUENCY the run sends none (each sync flow run would
+    end up to 1 s late joining Prefect's heartbeat thread); with it, Prefect's first beat
+    at the run's start arrives as usual.
+    """
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+    from prefect.settings import PREFECT_API_URL
+
+    code = (
+        "from prefect.client.orchestration import get_client\n"
+        "from prefect.client.schemas.filters import FlowFilter, FlowFilterName\n"
+        "from prefect.client.schemas.sorting import FlowRunSort\n"
+        "from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings\n"
+        "from flows.cli import main\n"
+        "def last_run():\n"
+        "    with get_client(sync_client=True) as client:\n"
+        "        clear = FlowFilter(name=FlowFilterName(any_=['clear']))\n"
+        "        runs = client.read_flow_runs(\n"
+        "            flow_filter=clear, sort=FlowRunSort.START_TIME_DESC, limit=1\n"
+        "        )\n"
+        "    print('flow run', runs[0].id)\n"
+        f"argv = ['clear', '--yes', '--data-dir', {str(tmp_path / 'data')!r}]\n"
+        "assert main(argv) == 0\n"
+        "last_run()\n"
+        "with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 30}):\n"
+        "    assert main(argv) == 0\n"
+        "last_run()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if "HEARTBEAT" not in k}
+    env["PREFECT_API_URL"] = str(PREFECT_API_URL.value())
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    quiet, asked = re.findall(r"^flow run (\S+)$", done.stdout, re.MULTILINE)
+
+    def beats(run_id: str) -> int:
+        found = EventFilter(
+            event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
+            resource=EventResourceFilter(id=[f"prefect.flow-run.{run_id}"]),
+        )
+        with get_client(sync_client=True) as client:
+            return len(client.read_events(filter=found, limit=50).events)  # the server's most
+
+    deadline = time.monotonic() + 30
+    while not beats(asked) and time.monotonic() < deadline:  # the server persists events
+        time.sleep(0.2)
+    assert beats(asked) == 1  # sent by the later process, so the earlier one's are in too
+    assert beats(quiet) == 0
 
 
 def test_the_runs_prefect_log_reads_like_the_cli(corpus: Path, warm_data_dir: Path) -> None:

@@ -868,7 +868,7 @@ def test_store_retries_only_what_a_retry_can_fix() -> None:
 
     from tasks.common.errors import StoreError
     from tasks.common.failpoints import FailpointError
-    from tasks.index.store import retry_transient
+    from tasks.index.sync import retry_transient
 
     def retried(exc: Exception) -> bool:
         return retry_transient(None, None, Failed(data=exc))  # type: ignore[arg-type]

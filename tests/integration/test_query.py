@@ -274,3 +274,26 @@ def test_the_lexical_index_is_a_file_in_the_data_dir(sample_index: Path) -> None
     assert path == sample_index / "lexical" / "docflow.sqlite" and path.is_file()
     with LexicalIndex(path, readonly=True) as words:
         assert words.ids() == ChromaStore.open(sample_index, "docflow").ids()
+
+
+def test_a_query_and_inspect_import_no_prefect(sample_index: Path) -> None:
+    """Commands that only read the index skip Prefect's import (about a second of each).
+
+    The stages' Prefect tasks live where a query does not import them (tasks/embed/task.py,
+    tasks/index/sync.py): a module a query needs must not pull one in.
+    """
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from flows.cli import main\n"
+        f"for argv in (['query', {QUESTION!r}, '-k', '2'], ['inspect']):\n"
+        f"    assert main([*argv, '--data-dir', {str(sample_index)!r}]) == 0\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')[:3])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

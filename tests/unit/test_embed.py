@@ -103,8 +103,7 @@ def test_resolve_other_names_pass_through(name: str) -> None:
 def test_model_input_puts_document_context_before_the_exact_text() -> None:
     from dataclasses import replace
 
-    from tasks.common.documents import Chunk, Header
-    from tasks.embed.model import model_input
+    from tasks.common.documents import Chunk, Header, model_input
 
     chunk = Chunk(
         chunk_id="c",

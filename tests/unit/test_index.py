@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from tasks.common.config import IngestParams
-from tasks.common.documents import Chunk, Header, make_chunk_id
-from tasks.embed.model import model_input
+from tasks.common.documents import Chunk, Header, make_chunk_id, model_input
 from tasks.index.collection import Index, chunk_record, reconcile, record_text, stored_records
 from tasks.index.lexical import LexicalIndex
 from tasks.index.store import flatten_metadata
