@@ -90,13 +90,26 @@ def _free_port() -> int | None:
     return None
 
 
+#: The server's command line: uvicorn, once a thread watches the command's process (argv[1]).
+_SERVE = (
+    "import runpy, sys\n"
+    "from tasks.common.lifetime import exit_with\n"
+    "exit_with(int(sys.argv.pop(1)))\n"
+    "runpy.run_module('uvicorn', run_name='__main__', alter_sys=True)\n"
+)
+
+
 def spawn() -> EarlyServer | None:
     """Start Prefect's temporary server process now; None where none should be started.
 
-    The command and environment are those of ``SubprocessASGIServer._run_uvicorn_command``
+    The server and its environment are those of ``SubprocessASGIServer._run_uvicorn_command``
     (Prefect 3.8): uvicorn serving ``prefect.server.api.server:create_app``, no UI, marked
     ephemeral. The process is stopped at exit unless Prefect adopts it (then Prefect stops
-    it, after its own log and event workers have flushed).
+    it, after its own log and event workers have flushed). Unlike Prefect's, it runs in a
+    session of its own, so that a terminal's Ctrl-C reaches this command alone, which then
+    records the interrupted run on a live server and stops it (in the terminal's process
+    group the server died first, and the command spent minutes retrying it); and it ends
+    when this process does, ``kill -9`` included (:mod:`tasks.common.lifetime`).
     """
     if server_configured():
         return None
@@ -105,12 +118,12 @@ def spawn() -> EarlyServer | None:
     if spec is None or spec.origin is None or port is None:
         return None
     site = str(Path(spec.origin).parent.parent)  # Prefect's --app-dir: its site-packages
-    argv = [sys.executable, "-m", "uvicorn", "--app-dir", site, "--factory"]
+    argv = [sys.executable, "-c", _SERVE, str(os.getpid()), "--app-dir", site, "--factory"]
     argv += ["prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--log-level", "error", "--lifespan", "on"]
     env = {**os.environ, "PREFECT_UI_ENABLED": "0"}
     env.update({"PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"})
-    early = EarlyServer(subprocess.Popen(argv, env=env), port)
+    early = EarlyServer(subprocess.Popen(argv, env=env, start_new_session=True), port)
     atexit.register(early.stop)
     return early
 
@@ -171,3 +184,10 @@ def _answers(url: str, early: EarlyServer, timeout: float) -> bool:
                 pass
             time.sleep(0.1)
     return False
+
+
+def use(early: EarlyServer | None) -> None:
+    """Hand ``early`` to Prefect and wait until it answers (:func:`adopt`, then the join)."""
+    thread = adopt(early)
+    if thread is not None:
+        thread.join()

@@ -93,6 +93,9 @@ def evaluate(
 
     Example: docflow evaluate --splitter auto:retrieval=dense --splitter auto:retrieval=hybrid
     """
+    from flows import temporary_server
+
+    early = temporary_server.spawn()  # comes up while the checks below import and read
     from flows.evaluate import EVAL_ROOT
     from tasks.common.config import resolve_query_params
     from tasks.embed.model import DEFAULT_MODEL
@@ -132,6 +135,7 @@ def evaluate(
         from flows.runtime import heartbeats_when_asked
 
         hide_run_failures()
+        temporary_server.use(early)
         with heartbeats_when_asked():
             result = run(
                 datasets=[str(p) for p in paths],

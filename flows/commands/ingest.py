@@ -201,10 +201,13 @@ def backfill(
 
     Example: docflow backfill --source-template 'in/{date:%F}' --start 2024-01-01 --end 2024-01-03
     """
-    from flows import runtime
+    from flows import temporary_server
 
     with errors_to_exit_codes():
         address = overrides.pop("dask_address", None)
+        early = None if address else temporary_server.spawn()  # see _run_flow
+        from flows import runtime
+
         runtime.require_server_for_dask(address)
         params = _params(config_file, overrides)
         if not params.source_template:
@@ -222,6 +225,7 @@ def backfill(
             },
         )
         hide_run_failures()
+        temporary_server.use(early)
         with runtime.dask_env(address), runtime.heartbeats_when_asked():
             result = run(spec)
     if as_json:

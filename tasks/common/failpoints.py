@@ -2,10 +2,11 @@
 
 Set ``DOCFLOW_FAILPOINT=<name>[=<action>][@<n>]`` (e.g. ``store:after-upsert@2``); when the
 code reaches ``failpoint(name)`` for the n-th time (default 1st; ``@n+``: the n-th and every
-later time; ``@*``: every time), it acts: ``kill``
-(default: SIGKILL to itself, a real ``kill -9``), ``term`` (SIGTERM to itself: a stop from
-outside, as ``docker stop`` sends), ``raise`` (a FailpointError) or ``enospc`` (the OSError
-of a full disk). Unset, a failpoint costs one environment lookup.
+later time; ``@*``: every time), it acts: ``kill`` (default: SIGKILL to itself, a real
+``kill -9``), ``term`` (SIGTERM to itself: a stop from outside, as ``docker stop`` sends),
+``interrupt`` (SIGINT to its whole process group, as a terminal's Ctrl-C), ``raise`` (a
+FailpointError) or ``enospc`` (the OSError of a full disk). Unset, a failpoint costs one
+environment lookup.
 The crash-safety tests use them to stop a real ingest at exact points.
 
 A test in the same process can also hang a callback on a point (:func:`on`): the
@@ -64,6 +65,9 @@ def failpoint(name: str) -> None:
         raise FailpointError(f"failpoint {name} reached")
     if action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if action == "interrupt":
+        os.killpg(os.getpgrp(), signal.SIGINT)
+        return
     os.kill(os.getpid(), signal.SIGTERM if action == "term" else signal.SIGKILL)
 
 

@@ -1,23 +1,36 @@
-"""A child process that ends with its parent, even after the parent's ``kill -9``.
+"""A child process that ends with its parent, even after the parent's ``kill -9``, and only then.
 
 A worker that waits for work on a pipe or queue whose ends it holds itself is never woken
 by its parent's death: it would live on, holding the terminal's pipes and its memory (a
-model on a GPU). The split pool's workers and the embedding child watch their parent.
+model on a GPU). The split pool's workers, the embedding child and Prefect's temporary
+server (flows/temporary_server.py) watch their parent.
+
+A terminal's Ctrl-C goes to every process of its foreground group, children included. A
+worker that took it would die mid-file and print a traceback of its own while its parent
+winds the run down (and stops its workers): children leave it to the parent
+(:func:`leave_interrupts_to_parent`).
 """
 
 from __future__ import annotations
 
 import os
 import select
+import signal
 import threading
 import time
 
 
+def leave_interrupts_to_parent() -> None:
+    """Ignore SIGINT in this (child) process: the parent handles Ctrl-C and stops it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def exit_with(parent: int) -> None:
-    """End this process when process ``parent`` ends (a thread watches it).
+    """End this process when process ``parent`` ends (a thread watches it); ignore Ctrl-C.
 
     A Linux pidfd wakes the thread when the parent exits; elsewhere it polls once a second.
     """
+    leave_interrupts_to_parent()
 
     def watch() -> None:
         try:

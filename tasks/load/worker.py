@@ -39,6 +39,7 @@ from typing import Any
 from tasks.common.config import LoaderOptions
 from tasks.common.documents import FileRef
 from tasks.common.errors import LoadError
+from tasks.common.lifetime import leave_interrupts_to_parent
 from tasks.common.memory import release_memory
 from tasks.common.tables import DocumentRow
 from tasks.load.base import Loader, configured, loader_for
@@ -97,8 +98,10 @@ def serve(conn: Connection, memory_limit_mb: int | None) -> None:
     """Worker main loop: receive (loader, file, options), send back the file's rows.
 
     It ends when its parent closes the pipe or dies (kill -9 included): the parent holds
-    the only other end, so the wait for the next file ends in ``EOFError``.
+    the only other end, so the wait for the next file ends in ``EOFError``. Ctrl-C is the
+    parent's to handle (:mod:`tasks.common.lifetime`).
     """
+    leave_interrupts_to_parent()
     _limit_memory(memory_limit_mb)
     while True:
         try:

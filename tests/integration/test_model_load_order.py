@@ -11,6 +11,7 @@ stderr.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -48,7 +49,7 @@ SPY = textwrap.dedent(
 
     def started(self, args, *rest, **kwargs):
         popen_init(self, args, *rest, **kwargs)
-        if "uvicorn" in args:
+        if any("uvicorn" in str(a) for a in args):
             imported = "prefect" in sys.modules
             print(f"ORDER server prefect-imported={imported} pid={self.pid}", file=sys.stderr)
             wrap_the_flow()
@@ -106,3 +107,47 @@ def test_a_first_ingest_starts_the_server_first_and_plans_before_the_model_loads
 
     meta = ChromaStore.open(tmp_path / "data", "docflow", create=False).metadata()
     assert meta["dimension"] == 384
+
+
+def test_ctrl_c_stops_the_run_in_one_line_and_its_temporary_server_with_it(
+    warm_data_dir: Path, tmp_path: Path
+) -> None:
+    """A terminal's Ctrl-C (SIGINT to the whole foreground group) after the first batch.
+
+    Before, Prefect's temporary server, in the same group, died at once; the command then
+    retried it for minutes, the load and split workers printed their own tracebacks, and
+    the run ended on ``ConnectError``. Now the server has a session of its own and the
+    workers leave Ctrl-C to the command: it records the interruption and stops the server.
+    """
+    import re
+
+    from tasks.common.tables import read_table
+
+    source = tmp_path / "docs"
+    shutil.copytree(REPO / "data" / "raw", source)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server
+    env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "DOCFLOW_BATCH_FILES": "3"})
+    env["DOCFLOW_FAILPOINT"] = "store:after-upsert=interrupt@1"
+    database = migrated_database(tmp_path / "prefect.db")
+    if database:
+        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows", "ingest", "--source", str(source), "--data-dir",
+         str(warm_data_dir), "--workers", "2"],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
+        start_new_session=True,  # its own group, as a terminal's foreground job
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "docflow: aborted" in proc.stderr, proc.stderr[-3000:]
+    for noise in ("Traceback", "KeyboardInterrupt", "ConnectError", "Unable to connect"):
+        assert noise not in proc.stderr, proc.stderr[-3000:]
+    runs = read_table(warm_data_dir, "runs").to_pylist()
+    assert [(r["status"], r["error"]) for r in runs] == [("failed", "interrupted (Ctrl-C)")]
+    port = re.search(r"temporary server on http://127\.0\.0\.1:(\d+)", proc.stderr)
+    assert port, proc.stderr[-3000:]
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        assert port.group(1).encode() not in args, "the temporary server outlived the command"
