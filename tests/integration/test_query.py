@@ -297,3 +297,11 @@ def test_a_query_and_inspect_import_no_prefect(sample_index: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_cold_query_benchmarks_peer_answers_from_the_same_index(sample_index: Path) -> None:
+    """bench_commands times ``docflow query`` against a bare Chroma + model process."""
+    from tests.benchmarks import bench_commands
+
+    seconds, out = bench_commands.cold_peer(sample_index)
+    assert seconds > 0 and out == WINTER

@@ -1,0 +1,118 @@
+"""What a command costs beyond its work: an unchanged rerun, and a query from a shell.
+
+- An unchanged rerun of the sample corpus (12 files) through the CLI, five times in one
+  process against its temporary Prefect server: with Prefect's flow-run heartbeats as
+  Prefect sends them by default (the peer: every 180 s, from a thread each sync flow run
+  joins at its end, in 1 s steps) and as docflow's CLI runs them (none unless asked).
+- A cold ``docflow query`` process against its peer, a fresh process that does only what a
+  query cannot avoid: open the Chroma collection, embed the question with the same model
+  and backend, and ask Chroma for the five nearest chunks.
+
+Measured on this 2-core machine (the figures in the closing notes and docs/retrieval.md).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO, SAMPLE
+
+QUESTION = "Below what temperature do bees form a winter cluster?"
+RUNS = 5
+
+#: The peer of a cold query: Chroma and the model, nothing of docflow's CLI.
+PEER = """
+import sys
+from pathlib import Path
+import chromadb
+from tasks.embed.model import Embedder
+from tasks.index.manifest import serving_collection
+
+data, question = sys.argv[1], sys.argv[2]
+client = chromadb.PersistentClient(path=f"{data}/chroma")
+collection = client.get_collection(serving_collection(Path(data), "docflow"))
+vector = Embedder().embed([question])
+hits = collection.query(query_embeddings=vector.tolist(), n_results=5)
+print(hits["metadatas"][0][0]["source"])
+"""
+
+
+def cold_query(data_dir: Path) -> tuple[float, str]:
+    """Run ``docflow query`` in a new process; return its seconds and what it printed."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "flows", "query", QUESTION, "--data-dir", str(data_dir), "-k", "5"],
+        capture_output=True, text=True, check=True, cwd=REPO,
+    )  # fmt: skip
+    return time.perf_counter() - started, done.stdout
+
+
+def cold_peer(data_dir: Path) -> tuple[float, str]:
+    """Run the peer in a new process; return its seconds and its nearest chunk's source."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", PEER, str(data_dir), QUESTION],
+        capture_output=True, text=True, check=True, cwd=REPO,
+    )  # fmt: skip
+    return time.perf_counter() - started, done.stdout.strip()
+
+
+def rerun_seconds(source: Path, data_dir: Path, heartbeat: int | None) -> list[float]:
+    """Time RUNS unchanged reruns through the CLI, with Prefect's heartbeat every ``heartbeat`` s
+    (None: as the CLI runs them)."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from flows.cli import main
+
+    argv = ["ingest", "--source", str(source), "--data-dir", str(data_dir), "--json"]
+    times = []
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        if heartbeat is None:
+            assert main(argv) == 0
+        else:
+            with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: heartbeat}):
+                assert main(argv) == 0
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def main() -> dict[str, Any]:
+    """Build the sample index once, then time reruns and cold queries against their peers."""
+    from flows.cli import main as cli
+
+    work = Path(tempfile.mkdtemp(prefix="bench-commands-"))
+    try:
+        source, data_dir = work / "raw", work / "data"
+        shutil.copytree(SAMPLE, source)
+        argv = ["ingest", "--source", str(source), "--data-dir", str(data_dir), "--json"]
+        assert cli(argv) == 0  # the first run: the index, the temporary server, the model
+        peer_runs = rerun_seconds(source, data_dir, heartbeat=180)  # Prefect's default
+        ours_runs = rerun_seconds(source, data_dir, heartbeat=None)
+        queries = [cold_query(data_dir) for _ in range(3)]
+        peers = [cold_peer(data_dir) for _ in range(3)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert all("winter-preparation.md" in out for _, out in queries + peers)  # both answer
+    rerun_peer, rerun = statistics.median(peer_runs), statistics.median(ours_runs)
+    query, peer = statistics.median(t for t, _ in queries), statistics.median(t for t, _ in peers)
+    print(f"unchanged rerun, Prefect's heartbeats (peer) {rerun_peer:6.2f} s (median of {RUNS})")
+    ratio = rerun / rerun_peer
+    print(f"unchanged rerun, as the CLI runs it          {rerun:6.2f} s  ratio {ratio:.2f}")
+    print(f"cold query process, Chroma + model (peer)    {peer:6.2f} s (median of 3)")
+    print(f"cold docflow query                           {query:6.2f} s  ratio {query / peer:.2f}")
+    return {
+        "rerun_peer_s": rerun_peer,
+        "rerun_s": rerun,
+        "rerun_ratio": ratio,
+        "query_peer_s": peer,
+        "query_s": query,
+        "query_ratio": query / peer,
+    }
