@@ -7,12 +7,15 @@ command has by then spent about as long importing Prefect, the flow and the mode
 on a 16-core H100 machine: 4.9 s of imports, then 11.9 s of server start, before the flow
 began. Started before anything heavy is imported, the two proceed side by side.
 
-The process is Prefect's own command (the one ``SubprocessASGIServer`` runs, same
+The process serves Prefect's own server app (as ``SubprocessASGIServer`` runs it, same
 environment, same options), handed to Prefect's process-wide server object before the flow
 starts (:func:`adopt`): Prefect then uses it, logs it and stops it at exit exactly as if it
 had started it. Where anything differs from that plan (a server is configured after all,
 the port was taken, the process died), ours is stopped and Prefect starts its own as
-before: starting early is only ever an optimisation.
+before. Every command that runs a flow starts it so, for two more reasons than time: it
+has a session of its own (a terminal's Ctrl-C reaches the command alone, and the server is
+still there to record the interrupted run) and it ends with the command, ``kill -9``
+included; Prefect's own is in the terminal's process group and outlives a killed command.
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ def clear(yes: bool, drop_cache: bool, as_json: bool, **where: Any) -> None:
             abort=True,
             err=True,
         )
+    from flows import temporary_server
+
+    early = temporary_server.spawn()  # its own session: Ctrl-C reaches this command alone
     from flows.rebuild import clear_flow
     from flows.runtime import heartbeats_when_asked
     from tasks.common.config import ClearParams, validated
@@ -48,6 +51,7 @@ def clear(yes: bool, drop_cache: bool, as_json: bool, **where: Any) -> None:
     hide_run_failures()
     with errors_to_exit_codes(), heartbeats_when_asked():
         check_data_dir(where["data_dir"])
+        temporary_server.use(early)
         result = clear_flow(validated(ClearParams, {**where, "drop_cache": drop_cache}))
     if as_json:
         click.echo(json.dumps(result))
@@ -65,6 +69,9 @@ def restore(as_json: bool, **where: Any) -> None:
 
     Example: docflow restore --data-dir data
     """
+    from flows import temporary_server
+
+    early = temporary_server.spawn()  # its own session: Ctrl-C reaches this command alone
     from flows.rebuild import restore_flow
     from flows.runtime import heartbeats_when_asked
     from tasks.common.config import CollectionParams, validated
@@ -72,6 +79,7 @@ def restore(as_json: bool, **where: Any) -> None:
     hide_run_failures()
     with errors_to_exit_codes(), heartbeats_when_asked():
         check_data_dir(where["data_dir"])
+        temporary_server.use(early)
         result = restore_flow(validated(CollectionParams, where))
     if as_json:
         click.echo(json.dumps(result))
