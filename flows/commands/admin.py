@@ -41,24 +41,37 @@ def clear(yes: bool, drop_cache: bool, as_json: bool, **where: Any) -> None:
             abort=True,
             err=True,
         )
-    from flows import temporary_server
-
-    early = temporary_server.spawn()  # its own session: Ctrl-C reaches this command alone
-    from flows.rebuild import clear_flow
-    from flows.runtime import heartbeats_when_asked
     from tasks.common.config import ClearParams, validated
 
-    hide_run_failures()
-    with errors_to_exit_codes(), heartbeats_when_asked():
+    with errors_to_exit_codes():
         check_data_dir(where["data_dir"])
-        temporary_server.use(early)
-        result = clear_flow(validated(ClearParams, {**where, "drop_cache": drop_cache}))
+        params = validated(ClearParams, {**where, "drop_cache": drop_cache})
+    result = _run_rebuild_flow("clear_flow", params)
     if as_json:
         click.echo(json.dumps(result))
     else:
         click.echo(
             f"dropped {result['collections'] or 'no collections'}; {result['runs']} runs' tables"
         )
+
+
+def _run_rebuild_flow(name: str, params: Any) -> dict[str, Any]:
+    """Run flow ``name`` of flows/rebuild.py on checked ``params`` (usage errors came first).
+
+    Its temporary server starts only now, so a usage error never waits for one; in a session
+    of its own, so a terminal's Ctrl-C reaches this command alone (flows/temporary_server.py).
+    """
+    from flows import temporary_server
+
+    early = temporary_server.spawn()
+    from flows import rebuild
+    from flows.runtime import heartbeats_when_asked
+
+    hide_run_failures()
+    with errors_to_exit_codes(), heartbeats_when_asked():
+        temporary_server.use(early)
+        result: dict[str, Any] = getattr(rebuild, name)(params)
+    return result
 
 
 @click.command()
@@ -69,18 +82,12 @@ def restore(as_json: bool, **where: Any) -> None:
 
     Example: docflow restore --data-dir data
     """
-    from flows import temporary_server
-
-    early = temporary_server.spawn()  # its own session: Ctrl-C reaches this command alone
-    from flows.rebuild import restore_flow
-    from flows.runtime import heartbeats_when_asked
     from tasks.common.config import CollectionParams, validated
 
-    hide_run_failures()
-    with errors_to_exit_codes(), heartbeats_when_asked():
+    with errors_to_exit_codes():
         check_data_dir(where["data_dir"])
-        temporary_server.use(early)
-        result = restore_flow(validated(CollectionParams, where))
+        params = validated(CollectionParams, where)
+    result = _run_rebuild_flow("restore_flow", params)
     if as_json:
         click.echo(json.dumps(result))
     else:
