@@ -187,10 +187,3 @@ def _answers(url: str, early: EarlyServer, timeout: float) -> bool:
                 pass
             time.sleep(0.1)
     return False
-
-
-def use(early: EarlyServer | None) -> None:
-    """Hand ``early`` to Prefect and wait until it answers (:func:`adopt`, then the join)."""
-    thread = adopt(early)
-    if thread is not None:
-        thread.join()

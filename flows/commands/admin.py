@@ -16,7 +16,7 @@ from flows.commands.common import (
     collection_options,
     errors_to_exit_codes,
     fail,
-    hide_run_failures,
+    flow_runs,
 )
 from tasks.common.errors import ConfigError
 
@@ -65,11 +65,8 @@ def _run_rebuild_flow(name: str, params: Any) -> dict[str, Any]:
 
     early = temporary_server.spawn()
     from flows import rebuild
-    from flows.runtime import heartbeats_when_asked
 
-    hide_run_failures()
-    with errors_to_exit_codes(), heartbeats_when_asked():
-        temporary_server.use(early)
+    with errors_to_exit_codes(), flow_runs(temporary_server.adopt(early)):
         result: dict[str, Any] = getattr(rebuild, name)(params)
     return result
 

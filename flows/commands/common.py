@@ -8,6 +8,7 @@ are defined here once.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,6 +54,24 @@ def hide_run_failures() -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, HideRunFailures) for f in handler.filters):
             handler.addFilter(HideRunFailures())
+
+
+@contextmanager
+def flow_runs(server: threading.Thread | None) -> Iterator[None]:
+    """Around a command's flow runs: what every command that runs a flow needs first.
+
+    Prefect's failure reports kept off the terminal (:func:`hide_run_failures`), the early
+    temporary server answering (``server``: the thread ``temporary_server.adopt`` returned,
+    None where there is none) and Prefect's heartbeats only when asked
+    (``runtime.heartbeats_when_asked``).
+    """
+    from flows.runtime import heartbeats_when_asked
+
+    hide_run_failures()
+    if server is not None:
+        server.join()
+    with heartbeats_when_asked():
+        yield
 
 
 #: The error of the command that is failing (what ``--json`` prints on stdout).

@@ -11,7 +11,7 @@ from flows.commands.common import (
     EMBED_BACKENDS,
     check_data_dir,
     errors_to_exit_codes,
-    hide_run_failures,
+    flow_runs,
     ranking_options,
 )
 from tasks.common.errors import ConfigError
@@ -132,11 +132,8 @@ def evaluate(
         for path in paths:  # so is a bad data set (one line, before the flow starts)
             load_dataset(path)
         from flows.evaluate import evaluate as run
-        from flows.runtime import heartbeats_when_asked
 
-        hide_run_failures()
-        temporary_server.use(early)
-        with heartbeats_when_asked():
+        with flow_runs(temporary_server.adopt(early)):
             result = run(
                 datasets=[str(p) for p in paths],
                 splitters=chosen,

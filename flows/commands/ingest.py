@@ -17,7 +17,7 @@ from flows.commands.common import (
     EXIT_STRICT,
     check_data_dir,
     errors_to_exit_codes,
-    hide_run_failures,
+    flow_runs,
     ingest_options,
     warn_unknown_env,
 )
@@ -126,14 +126,10 @@ def _run_flow(
             from flows.ingest import ingest as run
         if address:
             run = run.with_options(task_runner=runtime.task_runner(address))
-        hide_run_failures()
-        if server is not None:
-            server.join()
-
         bar = _Progress()
         listener = bar if sys.stderr.isatty() else (lambda done, total: None)
         try:
-            with progress.listen(listener), runtime.heartbeats_when_asked():
+            with flow_runs(server), progress.listen(listener):
                 summary = run(params)
         finally:
             bar.close()
@@ -224,9 +220,7 @@ def backfill(
                 "ingest": params,
             },
         )
-        hide_run_failures()
-        temporary_server.use(early)
-        with runtime.dask_env(address), runtime.heartbeats_when_asked():
+        with flow_runs(temporary_server.adopt(early)), runtime.dask_env(address):
             result = run(spec)
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))
