@@ -209,3 +209,19 @@ def start_chroma(path: Path, port: int, logs: Path) -> tuple[Proc, float]:
         logs / "chroma.log",
     )
     return proc, wait_http(proc, f"http://127.0.0.1:{port}/api/v2/heartbeat", 60)
+
+
+def flow_run_events(run_id: object, name: str) -> int:
+    """Return how many events called ``name`` the server holds for flow run ``run_id``.
+
+    The server's first 50 at most: enough for the heartbeats and states of one run.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
+
+    found = EventFilter(
+        event=EventNameFilter(name=[name]),
+        resource=EventResourceFilter(id=[f"prefect.flow-run.{run_id}"]),
+    )
+    with get_client(sync_client=True) as client:
+        return len(client.read_events(filter=found, limit=50).events)

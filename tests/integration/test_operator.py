@@ -32,6 +32,7 @@ from tasks.common.tables import read_table
 from tests import docs
 from tests.cli_subprocess import docflow, in_process, one_error_line
 from tests.conftest import REPO
+from tests.servers import flow_run_events
 
 # --- errors: one line, the documented exit code, no traceback ------------------------------
 
@@ -202,7 +203,6 @@ def test_command_line_runs_send_prefect_heartbeats_only_when_asked(tmp_path: Pat
     end up to 1 s late joining Prefect's heartbeat thread); with it, Prefect's first beat
     at the run's start arrives as usual.
     """
-    from prefect.events.filters import EventFilter, EventNameFilter, EventResourceFilter
     from prefect.settings import PREFECT_API_URL
 
     code = (
@@ -234,12 +234,7 @@ def test_command_line_runs_send_prefect_heartbeats_only_when_asked(tmp_path: Pat
     quiet, asked = re.findall(r"^flow run (\S+)$", done.stdout, re.MULTILINE)
 
     def beats(run_id: str) -> int:
-        found = EventFilter(
-            event=EventNameFilter(name=["prefect.flow-run.heartbeat"]),
-            resource=EventResourceFilter(id=[f"prefect.flow-run.{run_id}"]),
-        )
-        with get_client(sync_client=True) as client:
-            return len(client.read_events(filter=found, limit=50).events)  # the server's most
+        return flow_run_events(run_id, "prefect.flow-run.heartbeat")
 
     deadline = time.monotonic() + 30
     while not beats(asked) and time.monotonic() < deadline:  # the server persists events

@@ -42,6 +42,7 @@ from tests.index_state import warm_cache
 from tests.servers import (
     Proc,
     base_env,
+    flow_run_events,
     free_port,
     migrated_database,
     spawn,
@@ -386,6 +387,16 @@ def test_backfill_runs_one_subflow_per_partition_and_keeps_them_all(
         )
     assert sorted(r.name for r in children) == [f"ingest-{d}" for d in DAYS]
     assert all(r.state_name == "Completed" for r in children)
+    # the worker's process keeps Prefect's heartbeats (the parent's first beat is on the
+    # server), its partitions send none: each would end up to 1 s late joining the thread
+    beat, completed = "prefect.flow-run.heartbeat", "prefect.flow-run.Completed"
+    deadline = time.monotonic() + 30  # the server persists events in the background
+    while time.monotonic() < deadline and not (
+        flow_run_events(run_id, beat) and all(flow_run_events(r.id, completed) for r in children)
+    ):
+        time.sleep(0.2)
+    assert flow_run_events(run_id, beat) >= 1
+    assert [flow_run_events(r.id, beat) for r in children] == [0] * len(DAYS)
 
     store = written_elsewhere(data_dir, "orch-partitions")
     contents = store_contents(store)
