@@ -1,21 +1,25 @@
 """The GPU check: is an ingest as fast as its slowest real part on this machine?
 
-Measured in one process tree, one run (docs/performance.md, "The GPU check"):
+Measured in one process tree, one run (docs/performance.md, "The GPU check"), the goals'
+measurements first, so that a run cut short loses a comparison, not a goal:
 
-1. ``docflow ingest`` of the corpus as a command, from an empty data dir: wall seconds,
-   the flow's own seconds, the time from process start to the first stored batch, the
-   chunks of each batch; once on a new ``PREFECT_HOME`` (the machine's first run, which
-   also makes Prefect's database), once more (``corpus_again``: every later run) and once
-   with the model in the flow's process (``corpus_in_process``: what encoding in a child
-   process gains on a GPU, against ``corpus_again``);
-2. a plain ``SentenceTransformer.encode`` of exactly that run's model inputs (float16 and
-   batches of 256 on CUDA, the tokenizer's threads on; float32 and 32 on a CPU): T_encode;
-3. LangChain's docs job (tests/benchmarks/langchain_job.py) on the same corpus;
-4. ``copies`` copies of the corpus whose every paragraph carries its copy's marker (so
+1. ``docflow ingest`` of the corpus as a command, from an empty data dir, on a new
+   ``PREFECT_HOME`` (the machine's first run, which also makes Prefect's database): wall
+   seconds, the flow's own seconds, the time from process start to the first stored
+   batch, the chunks of each batch; and a plain ``SentenceTransformer.encode`` of exactly
+   that run's model inputs (float16 and batches of 256 on CUDA, the tokenizer's threads
+   on; float32 and 32 on a CPU): T_encode;
+2. LangChain's docs job (tests/benchmarks/langchain_job.py) on the same corpus;
+3. ``copies`` copies of the corpus whose every paragraph carries its copy's marker (so
    the embedding cache serves none of them; PDFs, whose text cannot be marked, go into
-   the first copy only):
-   the ingest's chunks/s against a bare Chroma collection's upsert rate of the same rows
-   in the same batches, and T_ingest / T_encode of those model inputs.
+   the first copy only): the ingest's chunks/s against a bare Chroma collection's upsert
+   rate of the same rows in the same batches, and T_ingest / T_encode of those model inputs;
+4. the comparisons, each the corpus's ingest again: ``corpus_again`` (every later run on
+   the machine), ``corpus_server`` (the store on a ``chroma run`` started on the machine,
+   ``--chroma-host``: what taking Chroma's writes, which hold the GIL, out of the flow's
+   process gains, with a bare collection's upsert rate on that server beside it) and
+   ``corpus_in_process`` (the model in the flow's process: what encoding in a child
+   process gains); each against ``corpus_again``.
 
 Goals (issue 28, on an H100 or H200 with 16 cores): corpus wall ≤ 25 s, flow ≤ 18 s, first
 stored batch ≤ 12 s after start, wall ≤ 0.6 × LangChain's; copies: chunks/s ≥ 0.8 × bare
@@ -24,12 +28,12 @@ JSON file.
 
 The JSON file is rewritten after each step (a run cut short by its time limit still leaves
 what it measured), and each ingest's log is kept beside it (``NAME.corpus.log``,
-``NAME.copies.log``: the timeline of its batches). With ``--profile``, and ``py-spy`` on the
+``NAME.copies.log``, ...: the timeline of its batches). With ``--profile``, and ``py-spy`` on the
 PATH, one more ingest of the corpus runs last under ``py-spy record`` (every thread, a
 speedscope file beside the JSON): where the time went, for the next change.
 
 Run: ``python -m tests.benchmarks.gpu_check --corpus DIR --out FILE [--copies 5]
-[--skip again,in_process,langchain,copies] [--profile]``; on a device machine through
+[--skip again,in_process,server,langchain,copies] [--profile]``; on a device machine through
 tests/benchmarks/gpu_run.sh.
 """
 
@@ -40,11 +44,15 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,14 +105,15 @@ def run_ingest(
     log: Path | None = None,
     prefix: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    options: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run ``python -m flows ingest`` as a user would; time it and its first stored batch.
 
     ``log`` keeps the command's stderr (the flow's log lines); ``prefix`` runs it under
-    another command (a profiler); ``env`` adds to its environment.
+    another command (a profiler); ``env`` adds to its environment, ``options`` to its flags.
     """
     argv = [*prefix, sys.executable, "-m", "flows", "ingest", "--source", str(source)]
-    argv += ["--data-dir", str(data_dir), "--json"]
+    argv += ["--data-dir", str(data_dir), "--json", *options]
     started = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -270,6 +279,65 @@ def save(result: dict[str, Any], out: Path) -> None:
     out.write_text(json.dumps(result, indent=2))
 
 
+@contextmanager
+def chroma_server(path: Path, log: Path) -> Iterator[tuple[int, float]]:
+    """Run ``chroma run`` on a free local port, storing in ``path``; yield (port, start s).
+
+    Its own code, not the tests' (tests/servers.py needs pytest, which the GPU machine's
+    pack leaves out); ``chroma`` is the one beside this Python, else the one on the PATH.
+    """
+    beside_python = Path(sys.executable).with_name("chroma")
+    chroma = str(beside_python) if beside_python.exists() else shutil.which("chroma")
+    if chroma is None:
+        raise RuntimeError("no chroma command beside this Python nor on the PATH")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    started = time.perf_counter()
+    argv = [chroma, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(path)]
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    with log.open("wb") as sink:
+        server = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    try:
+        url = f"http://127.0.0.1:{port}/api/v2/heartbeat"
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.perf_counter() - started > 60:
+                    raise RuntimeError(f"chroma run did not start: see {log}") from None
+                time.sleep(0.2)
+        yield port, round(time.perf_counter() - started, 2)
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def on_chroma_server(corpus: Path, work: Path, out: Path) -> dict[str, Any]:
+    """Ingest ``corpus`` with the store on a ``chroma run`` started here for it.
+
+    Beside it, a bare collection's upsert rate of the same rows in the same batches on the
+    same server (``bench_ceiling``'s measure), so the store's share reads as on embedded.
+    """
+    from tests.benchmarks.bench_ceiling import bare_chroma_rate
+
+    with chroma_server(work / "chroma-server", beside(out, "chroma.log")) as (port, start_s):
+        options = ("--chroma-host", "127.0.0.1", "--chroma-port", str(port))
+        run = run_ingest(corpus, work / "data-server", beside(out, "server.log"), options=options)
+        rate = bare_chroma_rate(
+            work / "data-server", "docflow", run["batches"], ("127.0.0.1", port)
+        )
+    run["server_start_s"] = start_s
+    run["bare_chroma_rows_per_s"] = round(rate, 1)
+    run["flow_vs_bare_chroma"] = round(run["chunks"] / run["flow_s"] / rate, 3)
+    return run
+
+
 def profile(corpus: Path, work: Path, out: Path) -> dict[str, Any] | None:
     """Ingest ``corpus`` once more under ``py-spy record``; None where py-spy is absent."""
     spy = shutil.which("py-spy")
@@ -287,56 +355,63 @@ def check(
 ) -> dict[str, Any]:
     """Run the measurements over ``corpus`` in ``work``; return every figure.
 
-    ``out`` receives the figures so far after every step, and the ingests' logs beside it.
+    The goals' measurements first (the corpus, LangChain's job, the copies), then the
+    comparisons (``again``, ``server``, ``in_process``, the profile): a device call cut
+    short by its time limit loses a comparison, not a goal. ``out`` receives the figures
+    so far after every step, and the ingests' logs beside it.
     """
-    from tests.benchmarks.bench_ceiling import bare_chroma_rate
-
     on = device()
     out.parent.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"machine": machine(), "device": on, "packages": packages()}
+
+    def record(key: str, value: Any) -> None:
+        result[key] = value
+        print(json.dumps({key: value}), flush=True)
+        save(result, out)
+
     first = run_ingest(corpus, work / "data", beside(out, "corpus.log"))
     first["encode_s"] = round(plain_encode(model_inputs(work / "data"), on), 2)
-    result["corpus"] = first
-    print(json.dumps({"corpus": first}), flush=True)
-    save(result, out)
+    record("corpus", first)
+    if "langchain" not in skip:
+        record("langchain", langchain_job(corpus, work / "langchain"))
+        result["vs_langchain"] = round(first["wall_s"] / result["langchain"]["wall_s"], 2)
+    if "copies" not in skip and copies > 0:
+        record("copies", many_copies(corpus, copies, work, out, on))
     # The same ingest in a new process and an empty data dir, Prefect's database now made:
     # every later run on the machine (the first one also migrated that database).
     if "again" not in skip:
-        result["corpus_again"] = run_ingest(corpus, work / "data-again", beside(out, "again.log"))
-        print(json.dumps({"corpus_again": result["corpus_again"]}), flush=True)
-        save(result, out)
-    # Once more with the model in the flow's process (before tasks/embed/process.py): on a
-    # GPU, what encoding in a child process gains (against corpus_again).
+        again = run_ingest(corpus, work / "data-again", beside(out, "again.log"))
+        if "langchain" in result:
+            result["again_vs_langchain"] = round(again["wall_s"] / result["langchain"]["wall_s"], 2)
+        record("corpus_again", again)
+    # With the store on a server (issue 28: measure it against the embedded one).
+    if "server" not in skip:
+        record("corpus_server", on_chroma_server(corpus, work, out))
+    # With the model in the flow's process (before tasks/embed/process.py): on a GPU, what
+    # encoding in a child process gains (against corpus_again).
     if "in_process" not in skip:
-        result["corpus_in_process"] = run_ingest(
-            corpus, work / "data-in-process", beside(out, "in-process.log"), env=IN_PROCESS
-        )
-        print(json.dumps({"corpus_in_process": result["corpus_in_process"]}), flush=True)
-        save(result, out)
-    if "langchain" not in skip:
-        result["langchain"] = langchain_job(corpus, work / "langchain")
-        for run, key in (("corpus", "vs_langchain"), ("corpus_again", "again_vs_langchain")):
-            if run in result:
-                wall = result[run]["wall_s"] / result["langchain"]["wall_s"]
-                result[key] = round(wall, 2)
-        print(json.dumps({"langchain": result["langchain"]}), flush=True)
-        save(result, out)
-    if "copies" not in skip and copies > 0:
-        source = work / "copies"
-        marked_copies(corpus, source, copies)
-        many = run_ingest(source, work / "copies-data", beside(out, "copies.log"))
-        bare = bare_chroma_rate(work / "copies-data", "docflow", many["batches"])
-        many["encode_s"] = round(plain_encode(model_inputs(work / "copies-data"), on), 2)
-        many["chunks_per_s"] = round(many["chunks"] / many["wall_s"], 1)
-        many["bare_chroma_rows_per_s"] = round(bare, 1)
-        many["vs_bare_chroma"] = round(many["chunks_per_s"] / bare, 3)
-        many["vs_encode"] = round(many["wall_s"] / many["encode_s"], 2)
-        result["copies"] = many
-        save(result, out)
+        env = IN_PROCESS
+        log = beside(out, "in-process.log")
+        record("corpus_in_process", run_ingest(corpus, work / "data-in-process", log, env=env))
     if with_profile:
-        result["profiled"] = profile(corpus, work, out)
-    save(result, out)
+        record("profiled", profile(corpus, work, out))
     return result
+
+
+def many_copies(corpus: Path, copies: int, work: Path, out: Path, on: str) -> dict[str, Any]:
+    """Ingest ``copies`` marked copies of ``corpus``; rate it against bare Chroma and encode."""
+    from tests.benchmarks.bench_ceiling import bare_chroma_rate
+
+    source = work / "copies"
+    marked_copies(corpus, source, copies)
+    many = run_ingest(source, work / "copies-data", beside(out, "copies.log"))
+    bare = bare_chroma_rate(work / "copies-data", "docflow", many["batches"])
+    many["encode_s"] = round(plain_encode(model_inputs(work / "copies-data"), on), 2)
+    many["chunks_per_s"] = round(many["chunks"] / many["wall_s"], 1)
+    many["bare_chroma_rows_per_s"] = round(bare, 1)
+    many["vs_bare_chroma"] = round(many["chunks_per_s"] / bare, 3)
+    many["vs_encode"] = round(many["wall_s"] / many["encode_s"], 2)
+    return many
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -348,7 +423,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     parser.add_argument("--copies", type=int, default=5, help="~74k chunks (PDFs once)")
     parser.add_argument(
-        "--skip", default="", help="comma-separated: again, in_process, langchain, copies"
+        "--skip",
+        default="",
+        help="comma-separated: again, in_process, server, langchain, copies",
     )
     parser.add_argument("--profile", action="store_true", help="one more ingest under py-spy")
     args = parser.parse_args(argv)

@@ -106,7 +106,8 @@ def test_the_check_measures_every_goal_on_the_cpu(
         ["--corpus", str(corpus), "--out", str(out), "--copies", "2", "--skip", skip]
     )
     assert json.loads(out.read_text()) == result
-    for log in ("check.corpus.log", "check.copies.log"):  # each ingest's timeline, kept
+    # each ingest's timeline, kept
+    for log in ("check.corpus.log", "check.server.log", "check.copies.log"):
         assert " batch 1/" in (out.parent / log).read_text()
     assert result["packages"]["chromadb"] != "not installed"
     first, copies = result["corpus"], result["copies"]
@@ -120,6 +121,12 @@ def test_the_check_measures_every_goal_on_the_cpu(
     ratio = copies["chunks_per_s"] / copies["bare_chroma_rows_per_s"]
     assert copies["vs_bare_chroma"] == round(ratio, 3)
     assert "corpus_again" not in result and "corpus_in_process" not in result
+    server = result["corpus_server"]  # the same ingest with the store on a `chroma run`
+    assert server["chunks"] == first["chunks"] and server["batches"] == first["batches"]
+    assert server["server_start_s"] > 0 and server["bare_chroma_rows_per_s"] > 0
+    ratio = server["chunks"] / server["flow_s"] / server["bare_chroma_rows_per_s"]
+    assert server["flow_vs_bare_chroma"] == round(ratio, 3)
+    assert (out.parent / "check.chroma.log").is_file()
     assert set(result["verdicts"]) == {
         "wall_s", "flow_s", "first_stored_s", "copies_vs_bare_chroma", "copies_vs_encode",
     }  # fmt: skip
