@@ -41,6 +41,8 @@ from tasks.evaluate import (
 
 #: Where the shared evaluation data sets live, beside the repository: ../shared/eval.
 EVAL_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "eval"
+#: The results' folder in a data dir (``--out`` where not given), and without one.
+EVAL_FOLDER = "eval"
 DEFAULT_OUT = "data/eval"
 
 
@@ -134,7 +136,7 @@ def evaluate(
     model: str = DEFAULT_MODEL,
     embed_backend: str | None = None,
     k: int = DEFAULT_K,
-    out: str = DEFAULT_OUT,
+    out: str | None = None,
     batch_size: int = 32,
     retrieval: str | None = None,
     dense_weight: float | None = None,
@@ -148,7 +150,8 @@ def evaluate(
     ``embed_backend`` and the query settings (``retrieval``, ``dense_weight``, ``fusion``,
     ``stop_words``, ``per_source``) are the defaults of configurations that do not set them
     (else docflow's own defaults). Vectors are read from and written to the embedding
-    cache of ``data_dir`` (None: no cache).
+    cache of ``data_dir`` (None: no cache). The results go to ``out``, by default the
+    data dir's ``eval`` folder, beside the rest of what a run over it writes.
 
     Returns:
         The data sets, k, one summary per configuration (per span corpus: mean and
@@ -177,6 +180,8 @@ def evaluate(
             by_label[summary["config"]] = (summary, rows)
     summaries = [by_label[c.label][0] for c in configs]
     questions = [row for c in configs for row in by_label[c.label][1]]
+    if out is None:
+        out = str(Path(data_dir) / EVAL_FOLDER) if data_dir else DEFAULT_OUT
     files = write_results_task(out, summaries, questions)
     names = "+".join(d.name for d in data)
     n_questions = sum(len(d.questions) for d in data)

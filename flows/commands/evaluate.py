@@ -56,9 +56,7 @@ from tasks.common.errors import ConfigError
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("data/eval"),
-    show_default=True,
-    help="Folder for the Parquet files and the plot.",
+    help="Folder for the Parquet files and the plot [DATA_DIR/eval].",
 )
 @click.option(
     "--data-dir",
@@ -79,7 +77,7 @@ def evaluate(
     stop_words: bool | None,
     per_source: int | None,
     k: int,
-    out: Path,
+    out: Path | None,
     data_dir: Path,
     as_json: bool,
 ) -> None:
@@ -140,7 +138,7 @@ def evaluate(
                 model=model or DEFAULT_MODEL,
                 embed_backend=embed_backend,
                 k=k,
-                out=str(out),
+                out=str(out) if out else None,
                 retrieval=ranking.retrieval,
                 dense_weight=ranking.dense_weight,
                 fusion=ranking.fusion,

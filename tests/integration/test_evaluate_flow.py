@@ -149,12 +149,15 @@ def test_a_hand_written_beir_set_gives_the_hand_computed_ndcg(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     folder = write_beir(tmp_path / "bees")
-    args = ["evaluate", "--json", "--dataset", str(folder), "--out", str(tmp_path / "out")]
-    args += ["--data-dir", str(tmp_path / "data")]
+    args = ["evaluate", "--json", "--dataset", str(folder), "--data-dir", str(tmp_path / "data")]
     code = main([*args, "--splitter", "auto:retrieval=lexical", "--splitter", "auto"])
     stdout, stderr = capsys.readouterr()
     assert code == 0, stderr
-    lexical, hybrid = json.loads(stdout)["configs"]
+    result = json.loads(stdout)
+    # no --out: the results go beside the rest of the data dir's, not to ./data/eval
+    assert Path(result["parquet"]).parent == tmp_path / "data" / "eval"
+    assert Path(result["plot"]).is_file()
+    lexical, hybrid = result["configs"]
     expected = expected_lexical_ndcg()
     assert lexical["ndcg_10_mean"] == pytest.approx(sum(expected) / 3 * 100)
     assert lexical["score_metric"] == "nDCG@10" and lexical["worst_corpus"] == "bees/corpus"
