@@ -27,9 +27,9 @@ from tasks.common.config import IngestParams
 from tasks.common.errors import StateError, describe
 from tasks.common.runs import RunContext, RunSummary, new_run_id
 from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write_run
-from tasks.discover.batches import BatchLimits
-from tasks.discover.files import plan_task, root_id
+from tasks.discover.files import root_id
 from tasks.discover.partitions import partition_folder
+from tasks.discover.plan import limits_of, plan_task
 from tasks.embed.task import embed_task
 from tasks.index.consistency import open_index_task
 from tasks.index.manifest import Manifest
@@ -117,14 +117,7 @@ def _stages(
         params.include,
         params.exclude,
         params.include_hidden,
-        BatchLimits.for_chunks(
-            params.batch_files,
-            params.batch_bytes,
-            params.batch_chunks,
-            params.chunk_size,
-            params.chunk_overlap,
-            params.length_unit,
-        ),
+        limits_of(params),
         ctx.data_dir,
         ctx.physical,
         ctx.fingerprint,

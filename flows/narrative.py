@@ -12,25 +12,14 @@ from typing import Any
 
 from tasks.common.runs import RunSummary, SyncResult
 from tasks.common.tables import PartRef
-from tasks.discover.files import Plan
+from tasks.discover.plan import Plan
 
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 
 def planned(log: Logger, plan: Plan) -> None:
     """Log what the plan found and what the run will do."""
-    log.info(
-        "planned %d files: %d new, %d changed, %d retried, %d unchanged, %d deleted; "
-        "%d to process in %d batches",
-        plan.files_seen,
-        plan.new,
-        plan.changed,
-        plan.retried,
-        plan.unchanged,
-        len(plan.deleted),
-        sum(len(b) for b in plan.batches),
-        len(plan.batches),
-    )
+    log.info("%s", plan.describe())
 
 
 def stored(

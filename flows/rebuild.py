@@ -21,8 +21,8 @@ from tasks.common.failpoints import failpoint
 from tasks.common.names import version_name
 from tasks.common.runs import new_run_id
 from tasks.common.tables import use_tables_url
-from tasks.discover.files import source_problem
 from tasks.discover.partitions import partition_params
+from tasks.discover.plan import source_problem
 from tasks.index.admin import (
     clear_task,
     drop_versions_task,

@@ -141,9 +141,54 @@ def _run_flow(
         raise click.exceptions.Exit(EXIT_STRICT)
 
 
+def _dry_run(config_file: Path | None, as_json: bool, overrides: dict[str, Any]) -> None:
+    """Print the plan an ingest would make now, file by file; start nothing, write nothing."""
+    from tasks.discover.plan import preview
+
+    with errors_to_exit_codes():
+        overrides.pop("dask_address", None)
+        params = _params(config_file, overrides)
+        physical, plan = preview(params)
+    todo = [f for batch in plan.batches for f in batch]
+    report = {
+        "dry_run": True,
+        "collection": params.collection,
+        "physical": physical,
+        "files_seen": plan.files_seen,
+        "files_new": plan.new,
+        "files_changed": plan.changed,
+        "files_unchanged": plan.unchanged,
+        "files_retried": plan.retried,
+        "files_deleted": len(plan.deleted),
+        "batches": len(plan.batches),
+        "process": [{"source": f.source, "why": plan.why[f.source], "bytes": f.size} for f in todo],
+        "delete": plan.deleted,
+        "warnings": list(plan.warnings),
+    }
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False))
+    else:
+        click.echo(f"dry run of {params.collection}: nothing is loaded, written or deleted")
+        click.echo(plan.describe())
+        for row in report["process"]:
+            click.echo(f"  {row['why']:<9} {shown_name(row['source'])}")
+        for source in plan.deleted:
+            click.echo(f"  {'delete':<9} {shown_name(source)}")
+        for warning in plan.warnings:
+            click.echo(f"  warning   {warning}")
+    if params.strict and plan.warnings:
+        raise click.exceptions.Exit(EXIT_STRICT)
+
+
 @click.command()
 @ingest_options
-def ingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what the run would process and delete, file by file, and stop: nothing is "
+    "read into the index, written or deleted, and no Prefect run starts.",
+)
+def ingest(config_file: Path | None, as_json: bool, dry_run: bool, **overrides: Any) -> None:
     """Bring the collection up to date with the source folder and print the run summary.
 
     Incremental: unchanged files are skipped, changed files re-split (their stale chunks
@@ -151,6 +196,9 @@ def ingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
 
     Example: docflow ingest --source data/raw --include '**/*.md' --json
     """
+    if dry_run:
+        _dry_run(config_file, as_json, overrides)
+        return
     _run_flow("ingest", config_file, as_json, overrides)
 
 

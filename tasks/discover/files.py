@@ -5,8 +5,9 @@ matches ``a.md`` at the top); hidden files and folders (a name starting with ``.
 skipped unless asked for; symbolic links are never followed out of the root; files come in
 a stable (sorted) order. A file that cannot be fingerprinted (unreadable, or gone between
 listing and hashing) is still returned, with ``error`` set: it becomes a failed row with
-that reason, reported like any file that fails to load, and the run goes on. The plan
-then groups them into batches (tasks/discover/batches.py), the unit of work of every later
+that reason, reported like any file that fails to load, and the run goes on.
+:func:`classify` compares them with the manifest; the plan (tasks/discover/plan.py) then
+groups the work into batches (tasks/discover/batches.py), the unit of work of every later
 stage.
 """
 
@@ -15,15 +16,15 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from wcmatch import glob as wglob
 
 from tasks.common.documents import FileRef, file_sha256, printable_name, unreadable_reason
 from tasks.common.errors import ConfigError
-from tasks.discover.batches import BatchLimits, plan_batches
 from tasks.index.manifest import FileState
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,16 @@ def unmatched(files: Sequence[FileRef], patterns: Sequence[str]) -> list[str]:
     """Return the patterns that select none of ``files`` (a typo, or an empty partition)."""
     sources = [f.source for f in files]
     return [p for p in patterns if not any(_matches(s, [p]) for s in sources)]
+
+
+def not_a_folder(source: Path) -> str:
+    """Return the one line that says ``source`` cannot be read as a source folder."""
+    if source.exists():
+        return (
+            f"source {source} is a file, not a folder: to ingest it alone, give --source "
+            f"{source.parent} --include '{source.name}'"
+        )
+    return f"source folder not found: {source}"
 
 
 def root_id(source: str | Path) -> str:
@@ -207,6 +218,7 @@ class Changes:
     retried: int = 0  # unchanged files whose last attempt failed or was interrupted
     moved_from: tuple[str, ...] = ()  # roots whose folder is gone and whose files are here
     rerooted: tuple[str, ...] = ()  # unchanged files whose rows name another root
+    why: dict[str, str] = field(default_factory=dict)  # todo's source: new, changed, retried
 
 
 def in_scope(
@@ -248,30 +260,31 @@ def classify(
     still exists is another folder of the same collection, left alone.
     """
     todo: list[FileRef] = []
+    why: dict[str, str] = {}
     rerooted: list[str] = []
-    new = changed = unchanged = retried = 0
     for f in files:
         state = known.get(f.source)
         if state is None:
-            new += 1
+            kind = "new"
         elif f.error is not None:
-            changed += 1
+            kind = "changed"
         elif state.status == "failed":
-            if f.sha256 == state.attempt_sha256:
-                retried += 1
-            else:
-                changed += 1
+            kind = "retried" if f.sha256 == state.attempt_sha256 else "changed"
         elif state.sha256 != f.sha256 or state.fingerprint != fingerprint:
-            changed += 1
+            kind = "changed"
         elif state.status != "done":
-            retried += 1
+            kind = "retried"
         else:
-            unchanged += 1
+            kind = "unchanged"
             if not full_refresh:
                 if state.root != root:  # a commit moves it otherwise
                     rerooted.append(f.source)
+                why[f.source] = kind
                 continue
+        why[f.source] = kind
         todo.append(f)
+    n = Counter(why.values())
+    new, changed, unchanged, retried = n["new"], n["changed"], n["unchanged"], n["retried"]
     seen = {f.source for f in files}
     others = {known[s].root for s in seen if s in known} - {root}
     moved = tuple(sorted(r for r in others if folder_gone(r)))
@@ -280,123 +293,7 @@ def classify(
         for s, state in known.items()
         if s not in seen and (state.root == root or state.root in moved) and scope(s)
     )
-    return Changes(todo, new, changed, unchanged, deleted, retried, moved, tuple(rerooted))
-
-
-# --- Prefect edge ---
-from prefect import task  # noqa: E402
-
-from tasks.index.manifest import Manifest  # noqa: E402
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """The work of a run: batches of files to process and sources to delete."""
-
-    batches: list[list[FileRef]]
-    files_seen: int
-    new: int
-    changed: int
-    unchanged: int
-    deleted: list[str]
-    retried: int = 0
-    warnings: tuple[str, ...] = ()
-    rerooted: tuple[str, ...] = ()  # unchanged files found under this root, recorded elsewhere
-
-
-def not_a_folder(source: Path) -> str:
-    """Return the one line that says ``source`` cannot be read as a source folder."""
-    if source.exists():
-        return (
-            f"source {source} is a file, not a folder: to ingest it alone, give --source "
-            f"{source.parent} --include '{source.name}'"
-        )
-    return f"source folder not found: {source}"
-
-
-def source_problem(folder: Path) -> str | None:
-    """Return why a run reads nothing from ``folder`` (missing, or empty), else None.
-
-    Either way the run ingests nothing and deletes nothing. An empty folder is most often a
-    share that is not mounted (its mount point is there, empty): read as "every file was
-    deleted", one such run would empty the collection. ``docflow clear`` does that on purpose.
-    """
-    if not folder.is_dir():
-        state = "is a file, not a folder" if folder.exists() else "does not exist"
-        return f"source folder {folder} {state}: nothing to ingest, nothing deleted"
-    with os.scandir(folder) as entries:
-        if next(entries, None) is None:
-            return (
-                f"source folder {folder} is empty (a share not mounted?): nothing to ingest, "
-                "nothing deleted; docflow clear empties a collection"
-            )
-    return None
-
-
-@task(name="plan")
-def plan_task(
-    source: str,
-    include: list[str],
-    exclude: list[str],
-    include_hidden: bool,
-    limits: BatchLimits,
-    data_dir: str,
-    physical: str,
-    fingerprint: str,
-    full_refresh: bool,
-    sample_size: int | None = None,
-    partition: str | None = None,
-) -> Plan:
-    """Discover the files, compare them with the manifest and batch the work.
-
-    ``include`` empty means every type docflow loads; a pattern the user gave that selects
-    no file is a warning (a typo). A missing or empty source folder, or a missing or empty
-    ``partition`` folder under it (a day that has not landed, a share not mounted), is a
-    warning too, and the run then plans nothing and deletes nothing. A sample run
-    (``sample_size``) deletes nothing: the files it did not look at are not gone.
-    """
-    from tasks.load import default_includes
-
-    root = Path(source)
-    folder = root / partition if partition else root
-    problem = source_problem(folder)
-    if problem:
-        return Plan([], 0, 0, 0, 0, [], warnings=(problem,))
-    defaults = default_includes()
-    patterns = include or defaults
-    # a data dir inside the source folder is docflow's own state, never a document: read,
-    # its files would fail (or be indexed) and change on every run
-    files = discover(root, patterns, exclude, include_hidden, sample_size, [Path(data_dir)])
-    given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
-    warnings = [
-        f"--include {p!r} matched no file under {root}"
-        + (f" (a folder: write '{p.rstrip('/')}/**')" if (root / p).is_dir() else "")
-        for p in unmatched(files, given)
-    ]
-    with Manifest.open(Path(data_dir)) as manifest:
-        known = manifest.files(physical, ids=False)  # the plan needs no chunk ids
-    changes = classify(
-        files,
-        known,
-        root_id(root),
-        fingerprint,
-        lambda s: sample_size is None and in_scope(s, patterns, exclude, include_hidden),
-        full_refresh,
-    )
-    warnings += [
-        f"source folder {old} is gone and its files are under {root_id(root)} now: the "
-        "ones not here are deleted"
-        for old in changes.moved_from
-    ]
-    batches = plan_batches(changes.todo, limits)
-    return Plan(
-        batches,
-        len(files),
-        changes.new,
-        changes.changed,
-        changes.unchanged,
-        changes.deleted,
-        changes.retried,
-        tuple(warnings),
-        changes.rerooted,
+    todo_why = {f.source: why[f.source] for f in todo}
+    return Changes(
+        todo, new, changed, unchanged, deleted, retried, moved, tuple(rerooted), todo_why
     )

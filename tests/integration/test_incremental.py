@@ -78,6 +78,51 @@ def test_edit_delete_add_equals_from_scratch(ingested: tuple[Path, Path], tmp_pa
     assert manifest_ids(data_dir) == set(snapshot(data_dir))
 
 
+def _files_of(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+def test_a_dry_run_lists_what_the_run_then_does_and_changes_nothing(
+    ingested: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus, data_dir = ingested
+    (corpus / "queen-rearing.md").write_text("# Queens\n\nMark the queen.\n", encoding="utf-8")
+    (corpus / "letter-to-neighbours.txt").unlink()
+    (corpus / "seasons" / "autumn.md").write_text("# Autumn\n\nMouse guards.\n", encoding="utf-8")
+    before = _files_of(data_dir)
+    args = ["ingest", "--source", str(corpus), "--data-dir", str(data_dir), "--json"]
+    assert main([*args, "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert _files_of(data_dir) == before  # nothing written, not even a lock or a run record
+    assert {r["source"]: r["why"] for r in plan["process"]} == {
+        "queen-rearing.md": "changed",
+        "seasons/autumn.md": "new",
+    }
+    assert plan["delete"] == ["letter-to-neighbours.txt"] and plan["files_unchanged"] == 10
+
+    assert main(args) == 0  # the run does what the dry run said
+    summary = json.loads(capsys.readouterr().out)
+    counts = ["files_seen", "files_new", "files_changed", "files_unchanged", "files_deleted"]
+    assert {k: summary[k] for k in counts} == {k: plan[k] for k in counts}
+    assert main([*args, "--dry-run"]) == 0  # and then there is nothing left to do
+    again = json.loads(capsys.readouterr().out)
+    assert again["process"] == again["delete"] == [] and again["files_unchanged"] == 12
+
+
+def test_a_dry_run_on_a_new_data_dir_creates_nothing_and_strict_counts_its_warnings(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir = tmp_path / "new-data"
+    args = ["ingest", "--dry-run", "--source", str(corpus), "--data-dir", str(data_dir)]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("planned 12 files: 12 new, 0 changed")
+    assert len([line for line in lines if line.startswith("  new ")]) == 12
+    assert not data_dir.exists()
+    assert main([*args, "--include", "**/*.md", "--include", "*.docx", "--strict"]) == 3
+    assert "  warning   --include '*.docx' matched no file" in capsys.readouterr().out
+
+
 def test_a_file_whose_name_is_not_utf8_is_ingested_skipped_and_deleted(
     ingested: tuple[Path, Path],
 ) -> None:

@@ -466,7 +466,7 @@ def test_an_include_that_names_a_folder_says_how_to_select_its_files(
 ) -> None:
     """``--include guides`` matched nothing with no hint of why."""
     from tasks.discover.batches import BatchLimits
-    from tasks.discover.files import plan_task
+    from tasks.discover.plan import plan_task
 
     plan = plan_task.fn(
         str(tiny_corpus), ["guides", "**/*.md"], [], False, BatchLimits(), str(data_dir),
