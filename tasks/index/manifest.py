@@ -112,6 +112,17 @@ class Manifest(SQLiteFile):
 
     # -- files ------------------------------------------------------------------------------
 
+    def _attempt_column(self) -> str:
+        """``attempt_sha256``, or ``''`` where an earlier release's file is opened read-only.
+
+        A writable open adds the column (:meth:`migrate`); a reader (``ingest --dry-run``)
+        must not, and reads such rows as a run after the migration would.
+        """
+        if not self.readonly:
+            return "attempt_sha256"
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(files)")}
+        return "attempt_sha256" if "attempt_sha256" in columns else "''"
+
     def files(
         self, collection: str, sources: Iterable[str] | None = None, ids: bool = True
     ) -> dict[str, FileState]:
@@ -129,7 +140,7 @@ class Manifest(SQLiteFile):
         columns = "chunk_ids, pending_ids" if ids else "'[]', '[]'"
         query = (
             "SELECT source, root, sha256, fingerprint, status, error, "
-            f"{columns}, run_id, attempt_sha256 FROM files WHERE collection = ?"
+            f"{columns}, run_id, {self._attempt_column()} FROM files WHERE collection = ?"
         )
         if sources is None:
             rows = self.db.execute(query, (collection,)).fetchall()

@@ -245,6 +245,10 @@ def test_a_manifest_of_an_earlier_release_gains_the_new_columns(data_dir: Path) 
     )
     old.commit()
     old.close()
+    with Manifest(data_dir / "state.db", readonly=True) as reader:  # ingest --dry-run's open
+        assert reader.files("c")["a.md"].attempt_sha256 == ""
+        columns = {r[1] for r in reader.db.execute("PRAGMA table_info(files)")}
+        assert "attempt_sha256" not in columns  # a reader does not migrate
     with Manifest.open(data_dir) as m:
         row = m.files("c")["a.md"]
         assert (row.status, row.attempt_sha256) == ("failed", "")
