@@ -141,17 +141,12 @@ def _run_flow(
         raise click.exceptions.Exit(EXIT_STRICT)
 
 
-def _dry_run(config_file: Path | None, as_json: bool, overrides: dict[str, Any]) -> None:
-    """Print the plan an ingest would make now, file by file; start nothing, write nothing."""
+def _plan_report(params: Any) -> dict[str, Any]:
+    """Return the plan a run with ``params`` would make now, as ``--dry-run`` prints it."""
     from tasks.discover.plan import preview
 
-    with errors_to_exit_codes():
-        overrides.pop("dask_address", None)
-        params = _params(config_file, overrides)
-        physical, plan = preview(params)
-    todo = [f for batch in plan.batches for f in batch]
-    report = {
-        "dry_run": True,
+    physical, plan = preview(params)
+    return {
         "collection": params.collection,
         "physical": physical,
         "files_seen": plan.files_seen,
@@ -161,33 +156,54 @@ def _dry_run(config_file: Path | None, as_json: bool, overrides: dict[str, Any])
         "files_retried": plan.retried,
         "files_deleted": len(plan.deleted),
         "batches": len(plan.batches),
-        "process": [{"source": f.source, "why": plan.why[f.source], "bytes": f.size} for f in todo],
+        "process": [
+            {"source": f.source, "why": plan.why[f.source], "bytes": f.size}
+            for batch in plan.batches
+            for f in batch
+        ],
         "delete": plan.deleted,
         "warnings": list(plan.warnings),
+        "planned": plan.describe(),
     }
+
+
+def _print_plan(report: dict[str, Any], indent: str = "  ") -> None:
+    """Print a plan report file by file: why each file is processed, what is deleted."""
+    for row in report["process"]:
+        click.echo(f"{indent}{row['why']:<9} {shown_name(row['source'])}")
+    for source in report["delete"]:
+        click.echo(f"{indent}{'delete':<9} {shown_name(source)}")
+    for warning in report["warnings"]:
+        click.echo(f"{indent}warning   {warning}")
+
+
+def _dry_run(config_file: Path | None, as_json: bool, overrides: dict[str, Any]) -> None:
+    """Print the plan an ingest would make now, file by file; start nothing, write nothing."""
+    with errors_to_exit_codes():
+        overrides.pop("dask_address", None)
+        params = _params(config_file, overrides)
+        report = _plan_report(params)
     if as_json:
-        click.echo(json.dumps(report, ensure_ascii=False))
+        click.echo(json.dumps({"dry_run": True, **report}, ensure_ascii=False))
     else:
         click.echo(f"dry run of {params.collection}: nothing is loaded, written or deleted")
-        click.echo(plan.describe())
-        for row in report["process"]:
-            click.echo(f"  {row['why']:<9} {shown_name(row['source'])}")
-        for source in plan.deleted:
-            click.echo(f"  {'delete':<9} {shown_name(source)}")
-        for warning in plan.warnings:
-            click.echo(f"  warning   {warning}")
-    if params.strict and plan.warnings:
+        click.echo(report["planned"])
+        _print_plan(report)
+    if params.strict and report["warnings"]:
         raise click.exceptions.Exit(EXIT_STRICT)
+
+
+dry_run_option = click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what the run would process and delete, file by file, and stop: nothing is "
+    "loaded, written or deleted, and no Prefect run starts.",
+)
 
 
 @click.command()
 @ingest_options
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Print what the run would process and delete, file by file, and stop: nothing is "
-    "read into the index, written or deleted, and no Prefect run starts.",
-)
+@dry_run_option
 def ingest(config_file: Path | None, as_json: bool, dry_run: bool, **overrides: Any) -> None:
     """Bring the collection up to date with the source folder and print the run summary.
 
@@ -230,12 +246,14 @@ def reingest(config_file: Path | None, as_json: bool, **overrides: Any) -> None:
     help="Partition runs in flight at once.",
 )
 @ingest_options
+@dry_run_option
 def backfill(
     start: Any,
     end: Any,
     max_parallel: int,
     config_file: Path | None,
     as_json: bool,
+    dry_run: bool,
     **overrides: Any,
 ) -> None:
     """Ingest every date partition from --start to --end, one subflow run per partition.
@@ -245,6 +263,9 @@ def backfill(
 
     Example: docflow backfill --source-template 'in/{date:%F}' --start 2024-01-01 --end 2024-01-03
     """
+    if dry_run:
+        _backfill_dry_run(start.date(), end.date(), config_file, as_json, overrides)
+        return
     from flows import temporary_server
 
     with errors_to_exit_codes():
@@ -282,4 +303,31 @@ def backfill(
             for warning in row["warnings"]:
                 click.echo(f"  warning  {warning}")
     if params.strict and _strict_failure(result["partitions"]):
+        raise click.exceptions.Exit(EXIT_STRICT)
+
+
+def _backfill_dry_run(
+    start: Any, end: Any, config_file: Path | None, as_json: bool, overrides: dict[str, Any]
+) -> None:
+    """Print the plan of every partition from ``start`` to ``end``; start nothing, write nothing."""
+    from tasks.discover.partitions import partition_dates
+
+    with errors_to_exit_codes():
+        overrides.pop("dask_address", None)
+        params = _params(config_file, overrides)
+        if not params.source_template:
+            raise ConfigError("backfill needs --source-template, e.g. 'landing/{date:%Y-%m-%d}/'")
+        reports = [
+            {"date": day.isoformat()}
+            | _plan_report(params.model_copy(update={"partition_date": day}))
+            for day in partition_dates(start, end)
+        ]
+    if as_json:
+        click.echo(json.dumps({"dry_run": True, "partitions": reports}, ensure_ascii=False))
+    else:
+        click.echo(f"dry run of {params.collection}: nothing is loaded, written or deleted")
+        for report in reports:
+            click.echo(f"{report['date']}  {report['planned']}")
+            _print_plan(report, indent="  ")
+    if params.strict and any(r["warnings"] for r in reports):
         raise click.exceptions.Exit(EXIT_STRICT)

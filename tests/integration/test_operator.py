@@ -166,14 +166,26 @@ def test_a_missing_partition_is_a_warning_and_deletes_nothing(
     shutil.copytree(REPO / "data" / "landing", work / "data" / "landing")
     template = ["--source-template", "data/landing/{date:%Y-%m-%d}/", "--collection", "land"]
     args = ["backfill", *template, "--start", "2024-01-01", "--end", "2024-01-03", "--json"]
+    monkeypatch.chdir(work)  # first a dry run, in this process: it plans every partition
+    assert main([*args, "--dry-run"]) == 0
+    planned = {r["date"]: r for r in json.loads(capsys.readouterr().out)["partitions"]}
+    assert not (work / "data" / "state.db").exists()  # and writes nothing
+    assert [r["source"] for r in planned["2024-01-01"]["process"]] == [
+        "2024-01-01/notes.md",
+        "2024-01-01/treatment-log.md",
+    ]
     proc = docflow(*args, cwd=work)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {r["date"]: r for r in json.loads(proc.stdout)["partitions"]}
     assert rows["2024-01-03"]["warnings"] == [
         "source folder data/landing/2024-01-03 does not exist: nothing to ingest, nothing deleted"
     ]
+    assert rows["2024-01-03"]["warnings"] == planned["2024-01-03"]["warnings"]
+    assert {d: r["files_new"] for d, r in rows.items()} == {
+        d: r["files_new"] for d, r in planned.items()
+    }
     assert rows["2024-01-01"]["chunks_written"] > 0 and not rows["2024-01-01"]["warnings"]
-    monkeypatch.chdir(work)  # the same commands in the same folder, in this process
+    # the same commands in the same folder, in this process
     assert main([*args[:-1], "--strict"]) == 3
     capsys.readouterr()
     assert main(["query", "oxalic acid", "--data-dir", "data", "--collection", "land"]) == 0
