@@ -97,6 +97,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
         click.echo(f"warning  {warning}")
 
 
+def _require_template(params: Any) -> None:
+    """Refuse a backfill without a source template (nothing to take partitions of)."""
+    if not params.source_template:
+        raise ConfigError("backfill needs --source-template, e.g. 'landing/{date:%Y-%m-%d}/'")
+
+
 def _strict_failure(summaries: list[dict[str, Any]]) -> bool:
     """Return whether --strict turns the runs into exit code 3: a file failed, or a warning."""
     return any(s.get("files_failed") or s.get("warnings") for s in summaries)
@@ -275,8 +281,7 @@ def backfill(
 
         runtime.require_server_for_dask(address)
         params = _params(config_file, overrides)
-        if not params.source_template:
-            raise ConfigError("backfill needs --source-template, e.g. 'landing/{date:%Y-%m-%d}/'")
+        _require_template(params)
         from flows.backfill import backfill as run
         from tasks.common.config import BackfillParams, validated
 
@@ -315,8 +320,7 @@ def _backfill_dry_run(
     with errors_to_exit_codes():
         overrides.pop("dask_address", None)
         params = _params(config_file, overrides)
-        if not params.source_template:
-            raise ConfigError("backfill needs --source-template, e.g. 'landing/{date:%Y-%m-%d}/'")
+        _require_template(params)
         reports = [
             {"date": day.isoformat()}
             | _plan_report(params.model_copy(update={"partition_date": day}))
@@ -328,6 +332,6 @@ def _backfill_dry_run(
         click.echo(f"dry run of {params.collection}: nothing is loaded, written or deleted")
         for report in reports:
             click.echo(f"{report['date']}  {report['planned']}")
-            _print_plan(report, indent="  ")
+            _print_plan(report)
     if params.strict and any(r["warnings"] for r in reports):
         raise click.exceptions.Exit(EXIT_STRICT)
