@@ -218,7 +218,9 @@ class Changes:
     retried: int = 0  # unchanged files whose last attempt failed or was interrupted
     moved_from: tuple[str, ...] = ()  # roots whose folder is gone and whose files are here
     rerooted: tuple[str, ...] = ()  # unchanged files whose rows name another root
-    why: dict[str, str] = field(default_factory=dict)  # todo's source: new, changed, retried
+    why: dict[str, str] = field(
+        default_factory=dict
+    )  # todo's source: new, changed, retried, refresh
 
 
 def in_scope(
@@ -293,7 +295,8 @@ def classify(
         for s, state in known.items()
         if s not in seen and (state.root == root or state.root in moved) and scope(s)
     )
-    todo_why = {f.source: why[f.source] for f in todo}
+    # an unchanged file is to do only in a full refresh: it is reprocessed, not changed
+    todo_why = {f.source: why[f.source].replace("unchanged", "refresh") for f in todo}
     return Changes(
         todo, new, changed, unchanged, deleted, retried, moved, tuple(rerooted), todo_why
     )

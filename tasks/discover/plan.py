@@ -39,7 +39,7 @@ class Plan:
     retried: int = 0
     warnings: tuple[str, ...] = ()
     rerooted: tuple[str, ...] = ()  # unchanged files found under this root, recorded elsewhere
-    why: dict[str, str] = field(default_factory=dict)  # a file to process: new, changed...
+    why: dict[str, str] = field(default_factory=dict)  # to process: new, changed, retried, refresh
 
     def describe(self) -> str:
         """Return the line that says what the plan found and what the run will do."""

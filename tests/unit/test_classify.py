@@ -81,6 +81,10 @@ def test_classify_one_file(
     assert changes.todo == ([f] if todo else [])
     assert (changes.new, changes.changed, changes.unchanged, changes.retried) == counts
     assert changes.deleted == []
+    # why the file is to do (ingest --dry-run prints it): its count's name; an unchanged
+    # file is to do only in a full refresh
+    kind = ("new", "changed", "unchanged", "retried")[counts.index(1)]
+    assert changes.why == ({"a.md": kind.replace("unchanged", "refresh")} if todo else {})
 
 
 def test_classify_keeps_discovery_order_in_todo() -> None:
