@@ -13,7 +13,9 @@ values, as long as they are not all equal), upserted in the pipeline's batches:
   own, each batch cut into that many parts sent together).
 
 Each prints rows/s and its ratio to the first. ``DOCFLOW_BENCH_STORE_COPIES`` (default 4)
-sets how many copies of the corpus's chunks are written (2,600 chunks each).
+sets how many copies of the corpus's chunks are written (2,600 chunks each). The GPU check
+runs :func:`measure` on its packed corpus's Markdown (no pytest there: the server is
+tests/benchmarks/chroma_server.py's).
 
 Run: ``python -m tests.benchmarks bench_store``.
 """
@@ -40,16 +42,22 @@ SETTINGS: dict[str, dict[str, Any]] = {
 Rows = tuple[list[str], np.ndarray, list[str], list[dict[str, Any]]]
 
 
-def corpus_rows(copies: int) -> Rows:
-    """Return ids, vectors, texts and metadata of the Markdown corpus's chunks, ``copies`` times."""
+def corpus_rows(copies: int, folder: Path | None = None) -> Rows:
+    """Return ids, vectors, texts and metadata of ``folder``'s chunks, ``copies`` times.
+
+    ``folder``: the shared Markdown corpus where not given.
+    """
     from tasks.common.config import IngestParams
     from tasks.discover.folder import lazy_load
     from tasks.index.store import flatten_metadata
     from tasks.split.factory import build_splitter
-    from tests.conftest import CORPORA
 
+    if folder is None:
+        from tests.conftest import CORPORA
+
+        folder = CORPORA / "markdown"
     splitter = build_splitter(IngestParams())
-    chunks = [c for doc in lazy_load(CORPORA / "markdown") for c in splitter.chunk_document(doc)]
+    chunks = [c for doc in lazy_load(folder) for c in splitter.chunk_document(doc)]
     ids, texts, metas = [], [], []
     for copy in range(copies):
         for i, c in enumerate(chunks):
@@ -95,12 +103,11 @@ def server(rows: Rows, writers: int, folder: Path) -> float:
     import threading
 
     from tasks.index.store import make_client
-    from tests.servers import free_port, start_chroma
+    from tests.benchmarks.chroma_server import chroma_server
 
     ids, vectors, texts, metas = rows
-    port = free_port()
-    proc, _ = start_chroma(folder / "server", port, folder / "logs")
-    try:
+    folder.mkdir(parents=True, exist_ok=True)
+    with chroma_server(folder / "server", folder / "chroma.log") as (port, _):
         make_client(host="127.0.0.1", port=port).create_collection(
             "bench", embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
         )
@@ -117,8 +124,21 @@ def server(rows: Rows, writers: int, folder: Path) -> float:
             )
 
         return write_all(upsert, len(ids), writers)
-    finally:
-        proc.stop()
+
+
+def measure(rows: Rows, work: Path) -> dict[str, Any]:
+    """Write ``rows`` each way (folders under ``work``); return rows/s and ratios by name."""
+    rates: dict[str, float] = {}
+    for i, (name, hnsw) in enumerate(SETTINGS.items()):
+        rates[f"embedded, {name}"] = embedded(rows, hnsw, work / f"e{i}")
+    for writers in (1, 2, 4):
+        rates[f"server, {writers} writer(s)"] = server(rows, writers, work / f"s{writers}")
+    base = rates["embedded, default"]
+    return {
+        "rows": len(rows[0]),
+        "rates": {k: round(v, 1) for k, v in rates.items()},
+        "vs_embedded_default": {k: round(v / base, 3) for k, v in rates.items()},
+    }
 
 
 def main() -> dict[str, Any]:
@@ -126,14 +146,8 @@ def main() -> dict[str, Any]:
     copies = int(os.environ.get("DOCFLOW_BENCH_STORE_COPIES", "4"))
     rows = corpus_rows(copies)
     work = Path(tempfile.mkdtemp(prefix="bench-store-"))
-    result: dict[str, Any] = {"rows": len(rows[0]), "rates": {}}
     try:
-        for i, (name, hnsw) in enumerate(SETTINGS.items()):
-            result["rates"][f"embedded, {name}"] = embedded(rows, hnsw, work / f"e{i}")
-        for writers in (1, 2, 4):
-            result["rates"][f"server, {writers} writer(s)"] = server(
-                rows, writers, work / f"s{writers}"
-            )
+        result = measure(rows, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = result["rates"]["embedded, default"]

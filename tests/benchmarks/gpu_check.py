@@ -14,12 +14,14 @@ measurements first, so that a run cut short loses a comparison, not a goal:
    the embedding cache serves none of them; PDFs, whose text cannot be marked, go into
    the first copy only): the ingest's chunks/s against a bare Chroma collection's upsert
    rate of the same rows in the same batches, and T_ingest / T_encode of those model inputs;
-4. the comparisons, each the corpus's ingest again: ``corpus_again`` (every later run on
-   the machine), ``corpus_server`` (the store on a ``chroma run`` started on the machine,
-   ``--chroma-host``: what taking Chroma's writes, which hold the GIL, out of the flow's
-   process gains, with a bare collection's upsert rate on that server beside it) and
-   ``corpus_in_process`` (the model in the flow's process: what encoding in a child
-   process gains); each against ``corpus_again``.
+4. the comparisons, in this order: the corpus's ingest again (``corpus_again``: every
+   later run on the machine), with the store on a ``chroma run`` started on the machine
+   (``corpus_server``, ``--chroma-host``: what taking Chroma's writes, which hold the GIL,
+   out of the flow's process gains, with a bare collection's upsert rate on that server
+   beside it), ``store`` (``bench_store``'s ways of writing the corpus's Markdown chunks:
+   embedded with Chroma's and bulk-load HNSW settings, a ``chroma run`` with 1, 2 and 4
+   writers) and with the model in the flow's process (``corpus_in_process``: what encoding
+   in a child process gains); the ingests against ``corpus_again``.
 
 Goals (issue 28, on an H100 or H200 with 16 cores): corpus wall ≤ 25 s, flow ≤ 18 s, first
 stored batch ≤ 12 s after start, wall ≤ 0.6 × LangChain's; copies: chunks/s ≥ 0.8 × bare
@@ -33,7 +35,7 @@ PATH, one more ingest of the corpus runs last under ``py-spy record`` (every thr
 speedscope file beside the JSON): where the time went, for the next change.
 
 Run: ``python -m tests.benchmarks.gpu_check --corpus DIR --out FILE [--copies 5]
-[--skip again,in_process,server,langchain,copies] [--profile]``; on a device machine through
+[--skip again,in_process,server,store,langchain,copies] [--profile]``; on a device machine through
 tests/benchmarks/gpu_run.sh.
 """
 
@@ -44,15 +46,11 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -279,45 +277,6 @@ def save(result: dict[str, Any], out: Path) -> None:
     out.write_text(json.dumps(result, indent=2))
 
 
-@contextmanager
-def chroma_server(path: Path, log: Path) -> Iterator[tuple[int, float]]:
-    """Run ``chroma run`` on a free local port, storing in ``path``; yield (port, start s).
-
-    Its own code, not the tests' (tests/servers.py needs pytest, which the GPU machine's
-    pack leaves out); ``chroma`` is the one beside this Python, else the one on the PATH.
-    """
-    beside_python = Path(sys.executable).with_name("chroma")
-    chroma = str(beside_python) if beside_python.exists() else shutil.which("chroma")
-    if chroma is None:
-        raise RuntimeError("no chroma command beside this Python nor on the PATH")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    started = time.perf_counter()
-    argv = [chroma, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(path)]
-    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-    with log.open("wb") as sink:
-        server = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)
-    try:
-        url = f"http://127.0.0.1:{port}/api/v2/heartbeat"
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.perf_counter() - started > 60:
-                    raise RuntimeError(f"chroma run did not start: see {log}") from None
-                time.sleep(0.2)
-        yield port, round(time.perf_counter() - started, 2)
-    finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
 def on_chroma_server(corpus: Path, work: Path, out: Path) -> dict[str, Any]:
     """Ingest ``corpus`` with the store on a ``chroma run`` started here for it.
 
@@ -325,6 +284,7 @@ def on_chroma_server(corpus: Path, work: Path, out: Path) -> dict[str, Any]:
     same server (``bench_ceiling``'s measure), so the store's share reads as on embedded.
     """
     from tests.benchmarks.bench_ceiling import bare_chroma_rate
+    from tests.benchmarks.chroma_server import chroma_server
 
     with chroma_server(work / "chroma-server", beside(out, "chroma.log")) as (port, start_s):
         options = ("--chroma-host", "127.0.0.1", "--chroma-port", str(port))
@@ -387,6 +347,10 @@ def check(
     # With the store on a server (issue 28: measure it against the embedded one).
     if "server" not in skip:
         record("corpus_server", on_chroma_server(corpus, work, out))
+    # The store alone, each way bench_store writes (embedded with Chroma's and bulk-load HNSW
+    # settings, a server with 1, 2 and 4 writers): the store's own rate on this machine.
+    if "store" not in skip:
+        record("store", store_rates(corpus, work))
     # With the model in the flow's process (before tasks/embed/process.py): on a GPU, what
     # encoding in a child process gains (against corpus_again).
     if "in_process" not in skip:
@@ -396,6 +360,15 @@ def check(
     if with_profile:
         record("profiled", profile(corpus, work, out))
     return result
+
+
+def store_rates(corpus: Path, work: Path) -> dict[str, Any]:
+    """Run ``bench_store``'s measure on four copies of ``corpus``'s Markdown chunks."""
+    from tests.benchmarks.bench_store import corpus_rows, measure
+
+    markdown = corpus / "markdown"
+    rows = corpus_rows(4, markdown if markdown.is_dir() else corpus)
+    return measure(rows, work / "store")
 
 
 def many_copies(corpus: Path, copies: int, work: Path, out: Path, on: str) -> dict[str, Any]:
@@ -425,7 +398,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated: again, in_process, server, langchain, copies",
+        help="comma-separated: again, in_process, server, store, langchain, copies",
     )
     parser.add_argument("--profile", action="store_true", help="one more ingest under py-spy")
     args = parser.parse_args(argv)

@@ -127,6 +127,15 @@ def test_the_check_measures_every_goal_on_the_cpu(
     ratio = server["chunks"] / server["flow_s"] / server["bare_chroma_rows_per_s"]
     assert server["flow_vs_bare_chroma"] == round(ratio, 3)
     assert (out.parent / "check.chroma.log").is_file()
+    store = result["store"]  # bench_store's ways of writing four copies of the corpus's chunks
+    assert store["rows"] == 4 * first["chunks"]  # no markdown/ folder here: the whole corpus
+    assert set(store["rates"]) == {
+        "embedded, default", "embedded, bulk (batch 1000, sync 10000)",
+        "embedded, bulk (batch 5000, sync 50000)", "server, 1 writer(s)", "server, 2 writer(s)",
+        "server, 4 writer(s)",
+    }  # fmt: skip
+    assert all(rate > 0 for rate in store["rates"].values())
+    assert store["vs_embedded_default"]["embedded, default"] == 1.0
     assert set(result["verdicts"]) == {
         "wall_s", "flow_s", "first_stored_s", "copies_vs_bare_chroma", "copies_vs_encode",
     }  # fmt: skip
