@@ -21,6 +21,7 @@ Target on the 2-core development machine: ≥ 1,200 chunks/s.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -117,6 +118,7 @@ def main() -> dict[str, Any]:
     from flows.env import apply_defaults
     from tasks.common.config import LoaderOptions
     from tests.benchmarks.bench_pipeline import copy_corpus, good_files
+    from tests.benchmarks.chroma_server import chroma_server
 
     apply_defaults()
     _register()
@@ -124,11 +126,14 @@ def main() -> dict[str, Any]:
     chosen = os.environ.get("DOCFLOW_BENCH_WORKERS")
     counts = [int(w) for w in chosen.split(",")] if chosen else list(range(0, cores + 1))
     work = Path(tempfile.mkdtemp(prefix="docflow-ceiling-"))
-    chroma = None
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, work, ignore_errors=True)  # last, after the server
         server = None
         if os.environ.get("DOCFLOW_BENCH_CHROMA") == "server":
-            chroma, server = _start_server(work)
+            port, _ = stack.enter_context(
+                chroma_server(work / "chroma-server", work / "chroma.log")
+            )
+            server = ("127.0.0.1", port)
         source = work / "corpus"
         files = good_files(None)
         size = copy_corpus(files, source)
@@ -167,21 +172,8 @@ def main() -> dict[str, Any]:
             "batches": batches,
             "largest_batch_vs_median": round(max(batches) / median, 2),
         }
-    finally:
-        if chroma is not None:
-            chroma.stop()
-        shutil.rmtree(work, ignore_errors=True)
     report(result)
     return result
-
-
-def _start_server(work: Path) -> tuple[Any, tuple[str, int]]:
-    """Start ``chroma run`` on a free port for this run; return it and (host, port)."""
-    from tests.servers import free_port, start_chroma
-
-    port = free_port()
-    proc, _ = start_chroma(work / "chroma-server", port, work)
-    return proc, ("127.0.0.1", port)
 
 
 def _batch_rows(data_dir: Path) -> list[int]:
