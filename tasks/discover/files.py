@@ -218,9 +218,8 @@ class Changes:
     retried: int = 0  # unchanged files whose last attempt failed or was interrupted
     moved_from: tuple[str, ...] = ()  # roots whose folder is gone and whose files are here
     rerooted: tuple[str, ...] = ()  # unchanged files whose rows name another root
-    why: dict[str, str] = field(
-        default_factory=dict
-    )  # todo's source: new, changed, retried, refresh
+    #: why each file of ``todo`` is to do: new, changed, retried, or refresh (full refresh)
+    why: dict[str, str] = field(default_factory=dict)
 
 
 def in_scope(
@@ -262,8 +261,9 @@ def classify(
     still exists is another folder of the same collection, left alone.
     """
     todo: list[FileRef] = []
-    why: dict[str, str] = {}
+    why: dict[str, str] = {}  # to do: new, changed, retried, or refresh (full refresh)
     rerooted: list[str] = []
+    n: Counter[str] = Counter()
     for f in files:
         state = known.get(f.source)
         if state is None:
@@ -278,14 +278,13 @@ def classify(
             kind = "retried"
         else:
             kind = "unchanged"
-            if not full_refresh:
-                if state.root != root:  # a commit moves it otherwise
-                    rerooted.append(f.source)
-                why[f.source] = kind
-                continue
-        why[f.source] = kind
+        n[kind] += 1
+        if kind == "unchanged" and not full_refresh:
+            if state is not None and state.root != root:  # a commit moves it otherwise
+                rerooted.append(f.source)
+            continue
+        why[f.source] = "refresh" if kind == "unchanged" else kind  # a full refresh redoes it
         todo.append(f)
-    n = Counter(why.values())
     new, changed, unchanged, retried = n["new"], n["changed"], n["unchanged"], n["retried"]
     seen = {f.source for f in files}
     others = {known[s].root for s in seen if s in known} - {root}
@@ -295,8 +294,4 @@ def classify(
         for s, state in known.items()
         if s not in seen and (state.root == root or state.root in moved) and scope(s)
     )
-    # an unchanged file is to do only in a full refresh: it is reprocessed, not changed
-    todo_why = {f.source: why[f.source].replace("unchanged", "refresh") for f in todo}
-    return Changes(
-        todo, new, changed, unchanged, deleted, retried, moved, tuple(rerooted), todo_why
-    )
+    return Changes(todo, new, changed, unchanged, deleted, retried, moved, tuple(rerooted), why)
