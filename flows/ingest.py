@@ -28,8 +28,7 @@ from tasks.common.errors import StateError, describe
 from tasks.common.runs import RunContext, RunSummary, new_run_id
 from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write_run
 from tasks.discover.files import root_id
-from tasks.discover.partitions import partition_folder
-from tasks.discover.plan import limits_of, plan_task
+from tasks.discover.plan import plan_task
 from tasks.embed.task import embed_task
 from tasks.index.consistency import open_index_task
 from tasks.index.manifest import Manifest
@@ -112,19 +111,7 @@ def _stages(
     summary.warnings.extend(runtime.runner_warnings())  # Dask workers' load guards
     summary.warnings.extend(open_index_task(ctx).warnings)
     planning = time.perf_counter()
-    plan = plan_task(
-        params.source,
-        params.include,
-        params.exclude,
-        params.include_hidden,
-        limits_of(params),
-        ctx.data_dir,
-        ctx.physical,
-        ctx.fingerprint,
-        full_refresh,
-        params.sample_size,
-        _partition(params),
-    )
+    plan = plan_task(params, ctx.physical, full_refresh)
     summary.add_stage("plan", time.perf_counter() - planning)
     summary.files_seen, summary.files_new = plan.files_seen, plan.new
     summary.files_changed, summary.files_unchanged = plan.changed, plan.unchanged
@@ -159,13 +146,6 @@ def _stages(
     )
     narrative.noticed(log, summary.warnings)
     return list(plan.deleted)
-
-
-def _partition(params: IngestParams) -> str | None:
-    """Return the partition folder of a partitioned run (relative to its source), else None."""
-    if params.source_template and params.partition_date:
-        return partition_folder(params.source_template, params.partition_date)
-    return None
 
 
 # Prefect's stubs type futures-as-arguments and task runners loosely: hence the ignores.

@@ -69,70 +69,11 @@ def source_problem(folder: Path) -> str | None:
     return None
 
 
-def plan_files(
-    source: str,
-    include: list[str],
-    exclude: list[str],
-    include_hidden: bool,
-    limits: BatchLimits,
-    data_dir: str,
-    known: Callable[[], Mapping[str, FileState]],
-    fingerprint: str,
-    full_refresh: bool,
-    sample_size: int | None = None,
-    partition: str | None = None,
-) -> Plan:
-    """Discover the files, compare them with the manifest rows ``known()`` and batch the work.
-
-    ``include`` empty means every type docflow loads; a pattern the user gave that selects
-    no file is a warning (a typo). A missing or empty source folder, or a missing or empty
-    ``partition`` folder under it (a day that has not landed, a share not mounted), is a
-    warning too, and the run then plans nothing and deletes nothing. A sample run
-    (``sample_size``) deletes nothing: the files it did not look at are not gone.
-    """
-    from tasks.load import default_includes
-
-    root = Path(source)
-    folder = root / partition if partition else root
-    problem = source_problem(folder)
-    if problem:
-        return Plan([], 0, 0, 0, 0, [], warnings=(problem,))
-    defaults = default_includes()
-    patterns = include or defaults
-    # a data dir inside the source folder is docflow's own state, never a document: read,
-    # its files would fail (or be indexed) and change on every run
-    files = discover(root, patterns, exclude, include_hidden, sample_size, [Path(data_dir)])
-    given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
-    warnings = [
-        f"--include {p!r} matched no file under {root}"
-        + (f" (a folder: write '{p.rstrip('/')}/**')" if (root / p).is_dir() else "")
-        for p in unmatched(files, given)
-    ]
-    changes = classify(
-        files,
-        known(),
-        root_id(root),
-        fingerprint,
-        lambda s: sample_size is None and in_scope(s, patterns, exclude, include_hidden),
-        full_refresh,
-    )
-    warnings += [
-        f"source folder {old} is gone and its files are under {root_id(root)} now: the "
-        "ones not here are deleted"
-        for old in changes.moved_from
-    ]
-    return Plan(
-        plan_batches(changes.todo, limits),
-        len(files),
-        changes.new,
-        changes.changed,
-        changes.unchanged,
-        changes.deleted,
-        changes.retried,
-        tuple(warnings),
-        changes.rerooted,
-        changes.why,
-    )
+def partition_of(params: IngestParams) -> str | None:
+    """Return the partition folder of a partitioned run (relative to its source), else None."""
+    if params.source_template and params.partition_date:
+        return partition_folder(params.source_template, params.partition_date)
+    return None
 
 
 def limits_of(params: IngestParams) -> BatchLimits:
@@ -144,6 +85,65 @@ def limits_of(params: IngestParams) -> BatchLimits:
         params.chunk_size,
         params.chunk_overlap,
         params.length_unit,
+    )
+
+
+def plan_files(
+    params: IngestParams, known: Callable[[], Mapping[str, FileState]], full_refresh: bool
+) -> Plan:
+    """Discover the run's files, compare them with the manifest rows ``known()``, batch them.
+
+    ``params`` are the run's settings, scoped to its partition if it has one. ``include``
+    empty means every type docflow loads; a pattern the user gave that selects no file is
+    a warning (a typo). A missing or empty source folder, or a missing or empty partition
+    folder under it (a day that has not landed, a share not mounted), is a warning too, and
+    the run then plans nothing and deletes nothing. A sample run (``sample_size``) deletes
+    nothing: the files it did not look at are not gone.
+    """
+    from tasks.load import default_includes
+
+    root = Path(params.source)
+    include, exclude, hidden = params.include, params.exclude, params.include_hidden
+    partition = partition_of(params)
+    problem = source_problem(root / partition if partition else root)
+    if problem:
+        return Plan([], 0, 0, 0, 0, [], warnings=(problem,))
+    defaults = default_includes()
+    patterns = include or defaults
+    # a data dir inside the source folder is docflow's own state, never a document: read,
+    # its files would fail (or be indexed) and change on every run
+    files = discover(root, patterns, exclude, hidden, params.sample_size, [params.data_path])
+    given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
+    warnings = [
+        f"--include {p!r} matched no file under {root}"
+        + (f" (a folder: write '{p.rstrip('/')}/**')" if (root / p).is_dir() else "")
+        for p in unmatched(files, given)
+    ]
+    sampled = params.sample_size is not None
+    changes = classify(
+        files,
+        known(),
+        root_id(root),
+        params.content_fingerprint(),
+        lambda s: not sampled and in_scope(s, patterns, exclude, hidden),
+        full_refresh,
+    )
+    warnings += [
+        f"source folder {old} is gone and its files are under {root_id(root)} now: the "
+        "ones not here are deleted"
+        for old in changes.moved_from
+    ]
+    return Plan(
+        plan_batches(changes.todo, limits_of(params)),
+        len(files),
+        changes.new,
+        changes.changed,
+        changes.unchanged,
+        changes.deleted,
+        changes.retried,
+        tuple(warnings),
+        changes.rerooted,
+        changes.why,
     )
 
 
@@ -163,23 +163,7 @@ def preview(params: IngestParams) -> tuple[str, Plan]:
         with Manifest(path, readonly=True) as manifest:
             physical = manifest.physical(params.collection)
             rows = manifest.files(physical, ids=False)
-    partition = None
-    if params.source_template and params.partition_date:
-        partition = partition_folder(params.source_template, params.partition_date)
-    plan = plan_files(
-        params.source,
-        params.include,
-        params.exclude,
-        params.include_hidden,
-        limits_of(params),
-        str(params.data_path),
-        lambda: rows,
-        params.content_fingerprint(),
-        params.full_refresh,
-        params.sample_size,
-        partition,
-    )
-    return physical, plan
+    return physical, plan_files(params, lambda: rows, params.full_refresh)
 
 
 # --- Prefect edge ---
@@ -187,35 +171,11 @@ from prefect import task  # noqa: E402
 
 
 @task(name="plan")
-def plan_task(
-    source: str,
-    include: list[str],
-    exclude: list[str],
-    include_hidden: bool,
-    limits: BatchLimits,
-    data_dir: str,
-    physical: str,
-    fingerprint: str,
-    full_refresh: bool,
-    sample_size: int | None = None,
-    partition: str | None = None,
-) -> Plan:
+def plan_task(params: IngestParams, physical: str, full_refresh: bool) -> Plan:
     """Plan the run (:func:`plan_files`) against the manifest rows of ``physical``."""
 
     def known() -> dict[str, FileState]:
-        with Manifest.open(Path(data_dir)) as manifest:
+        with Manifest.open(params.data_path) as manifest:
             return manifest.files(physical, ids=False)  # the plan needs no chunk ids
 
-    return plan_files(
-        source,
-        include,
-        exclude,
-        include_hidden,
-        limits,
-        data_dir,
-        known,
-        fingerprint,
-        full_refresh,
-        sample_size,
-        partition,
-    )
+    return plan_files(params, known, full_refresh)

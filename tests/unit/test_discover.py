@@ -465,13 +465,13 @@ def test_an_include_that_names_a_folder_says_how_to_select_its_files(
     tiny_corpus: Path, data_dir: Path
 ) -> None:
     """``--include guides`` matched nothing with no hint of why."""
-    from tasks.discover.batches import BatchLimits
+    from tasks.common.config import IngestParams
     from tasks.discover.plan import plan_task
 
-    plan = plan_task.fn(
-        str(tiny_corpus), ["guides", "**/*.md"], [], False, BatchLimits(), str(data_dir),
-        "docflow", "fp", False,
-    )  # fmt: skip
+    params = IngestParams(
+        source=str(tiny_corpus), include=["guides", "**/*.md"], data_dir=str(data_dir)
+    )
+    plan = plan_task.fn(params, "docflow", False)
     assert plan.warnings == (
         f"--include 'guides' matched no file under {tiny_corpus} (a folder: write 'guides/**')",
     )
