@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ class EarlyServer:
 
     process: subprocess.Popen[bytes]
     port: int
+    adopted: bool = False  # handed to Prefect, which stops it at exit
 
     def stop(self) -> None:
         """Stop the process (Prefect's way: terminate, then kill after 5 s)."""
@@ -69,7 +71,10 @@ def server_configured() -> bool:
     if "prefect" in sys.modules:
         from prefect.settings import PREFECT_API_URL
 
-        return bool(PREFECT_API_URL.value())
+        if PREFECT_API_URL.value():
+            return True
+        server = sys.modules.get("prefect.server.api.server")  # an earlier command's, adopted
+        return bool(server and server.SubprocessASGIServer().running)
     if os.environ.get("PREFECT_API_URL"):
         return True
     home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
@@ -131,6 +136,22 @@ def spawn() -> EarlyServer | None:
     return early
 
 
+@contextlib.contextmanager
+def started(wanted: bool = True) -> Iterator[EarlyServer | None]:
+    """:func:`spawn` (where ``wanted``) for the block; stop the server at its end unless adopted.
+
+    A command that ends before its flow (a usage error) stops its server at once: run in a
+    process that goes on (``flows.cli.main`` called from Python, the tests), an unadopted
+    server would otherwise serve nobody until that process exits.
+    """
+    early = spawn() if wanted else None
+    try:
+        yield early
+    finally:
+        if early is not None and not early.adopted:
+            early.stop()
+
+
 def adopt(early: EarlyServer | None) -> threading.Thread | None:
     """Hand ``early`` to Prefect and wait for it to answer, on a thread the caller joins.
 
@@ -154,6 +175,7 @@ def adopt(early: EarlyServer | None) -> threading.Thread | None:
         early.stop()
         return None
     server.port, server.server_process, server.running = early.port, early.process, True
+    early.adopted = True
     atexit.register(server.stop)  # runs before early.stop (registered later): Prefect's order
     subprocess_server_logger.info(
         "Starting temporary server on %s (before the flow's imports)", server.address
@@ -167,6 +189,7 @@ def adopt(early: EarlyServer | None) -> threading.Thread | None:
         log.debug("the early temporary server did not answer: Prefect starts its own")
         early.stop()
         server.running, server.server_process, server.port = False, None, None
+        early.adopted = False
 
     thread = threading.Thread(target=wait, name="docflow-server-start", daemon=True)
     thread.start()

@@ -63,11 +63,11 @@ def _run_rebuild_flow(name: str, params: Any) -> dict[str, Any]:
     """
     from flows import temporary_server
 
-    early = temporary_server.spawn()
-    from flows import rebuild
+    with temporary_server.started() as early:
+        from flows import rebuild
 
-    with errors_to_exit_codes(), flow_runs(temporary_server.adopt(early)):
-        result: dict[str, Any] = getattr(rebuild, name)(params)
+        with errors_to_exit_codes(), flow_runs(temporary_server.adopt(early)):
+            result: dict[str, Any] = getattr(rebuild, name)(params)
     return result
 
 

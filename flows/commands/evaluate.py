@@ -93,19 +93,19 @@ def evaluate(
     """
     from flows import temporary_server
 
-    early = temporary_server.spawn()  # comes up while the checks below import and read
-    from flows.evaluate import EVAL_ROOT
-    from tasks.common.config import resolve_query_params
-    from tasks.embed.model import DEFAULT_MODEL
-    from tasks.evaluate import (
-        default_spec,
-        find_datasets,
-        format_table,
-        load_dataset,
-        parse_spec,
-    )
+    # the server comes up while the checks below import and read
+    with temporary_server.started() as early, errors_to_exit_codes():
+        from flows.evaluate import EVAL_ROOT
+        from tasks.common.config import resolve_query_params
+        from tasks.embed.model import DEFAULT_MODEL
+        from tasks.evaluate import (
+            default_spec,
+            find_datasets,
+            format_table,
+            load_dataset,
+            parse_spec,
+        )
 
-    with errors_to_exit_codes():
         found = {root: find_datasets(root) for root in list(datasets) or [EVAL_ROOT]}
         paths = [p for sets in found.values() for p in sets]
         missing = [root for root, sets in found.items() if not sets]

@@ -114,11 +114,10 @@ def _run_flow(
     """Run the ingest or reingest flow with a progress bar, print the summary, set the exit code."""
     from flows import temporary_server
 
-    with errors_to_exit_codes():
-        address = overrides.pop("dask_address", None)
-        # Before anything heavy is imported: Prefect's temporary server (4-12 s to come up)
-        # starts now and comes up while this process imports Prefect, the flow and the model.
-        early = None if address else temporary_server.spawn()
+    address = overrides.pop("dask_address", None)
+    # Before anything heavy is imported: Prefect's temporary server (4-12 s to come up)
+    # starts now and comes up while this process imports Prefect, the flow and the model.
+    with temporary_server.started(not address) as early, errors_to_exit_codes():
         from flows import progress, runtime
 
         runtime.require_server_for_dask(address)
@@ -274,9 +273,8 @@ def backfill(
         return
     from flows import temporary_server
 
-    with errors_to_exit_codes():
-        address = overrides.pop("dask_address", None)
-        early = None if address else temporary_server.spawn()  # see _run_flow
+    address = overrides.pop("dask_address", None)
+    with temporary_server.started(not address) as early, errors_to_exit_codes():  # see _run_flow
         from flows import runtime
 
         runtime.require_server_for_dask(address)
