@@ -112,8 +112,9 @@ def spawn() -> EarlyServer | None:
 
     The server and its environment are those of ``SubprocessASGIServer._run_uvicorn_command``
     (Prefect 3.8): uvicorn serving ``prefect.server.api.server:create_app``, no UI, marked
-    ephemeral. The process is stopped at exit unless Prefect adopts it (then Prefect stops
-    it, after its own log and event workers have flushed). Unlike Prefect's, it runs in a
+    ephemeral. The process is stopped at exit (at the end of :func:`started`'s block, the
+    way commands start it) unless Prefect adopts it (then Prefect stops it, after its own
+    log and event workers have flushed). Unlike Prefect's, it runs in a
     session of its own, so that a terminal's Ctrl-C reaches this command alone, which then
     records the interrupted run on a live server and stops it (in the terminal's process
     group the server died first, and the command spent minutes retrying it); and it ends
