@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,12 @@ class EarlyServer:
 
     process: subprocess.Popen[bytes]
     port: int
-    adopted: bool = False  # handed to Prefect, which stops it at exit
+
+    @property
+    def adopted(self) -> bool:
+        """Whether Prefect holds this process as its temporary server (then Prefect stops it)."""
+        own = _prefects_own()
+        return own is not None and own.server_process is self.process
 
     def stop(self) -> None:
         """Stop the process (Prefect's way: terminate, then kill after 5 s)."""
@@ -58,6 +64,15 @@ class EarlyServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def _prefects_own() -> Any:
+    """Return Prefect's process-wide temporary server object, or None.
+
+    None before Prefect's server module is imported: until then it holds no server.
+    """
+    module = sys.modules.get("prefect.server.api.server")
+    return module.SubprocessASGIServer() if module else None
 
 
 def server_configured() -> bool:
@@ -71,10 +86,8 @@ def server_configured() -> bool:
     if "prefect" in sys.modules:
         from prefect.settings import PREFECT_API_URL
 
-        if PREFECT_API_URL.value():
-            return True
-        server = sys.modules.get("prefect.server.api.server")  # an earlier command's, adopted
-        return bool(server and server.SubprocessASGIServer().running)
+        own = _prefects_own()  # an earlier command's, adopted
+        return bool(PREFECT_API_URL.value()) or bool(own and own.running)
     if os.environ.get("PREFECT_API_URL"):
         return True
     home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
@@ -176,7 +189,6 @@ def adopt(early: EarlyServer | None) -> threading.Thread | None:
         early.stop()
         return None
     server.port, server.server_process, server.running = early.port, early.process, True
-    early.adopted = True
     atexit.register(server.stop)  # runs before early.stop (registered later): Prefect's order
     subprocess_server_logger.info(
         "Starting temporary server on %s (before the flow's imports)", server.address
@@ -190,7 +202,6 @@ def adopt(early: EarlyServer | None) -> threading.Thread | None:
         log.debug("the early temporary server did not answer: Prefect starts its own")
         early.stop()
         server.running, server.server_process, server.port = False, None, None
-        early.adopted = False
 
     thread = threading.Thread(target=wait, name="docflow-server-start", daemon=True)
     thread.start()
