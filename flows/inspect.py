@@ -101,12 +101,8 @@ def _collection(
             info["owned"] = _owned(store, data_dir)
             if meta is not None and owner_of(meta, data_dir):
                 meta = None  # another data dir's: not this one's collection
-        if meta is None:
-            message = (
-                describe_missing(store.client, data_dir, collection, where)
-                if host
-                else f"collection {collection!r} not found in {where}: run docflow ingest"
-            )
+        if meta is None:  # named with those the data dir has, as query names them
+            message = describe_missing(store.client, data_dir, collection, where)
             return {**info, "count": 0, "missing": True, "message": message}, None
         return {**info, "count": store.count(), **meta}, None
     except StoreError as exc:

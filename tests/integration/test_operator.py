@@ -100,6 +100,11 @@ def test_a_query_of_a_missing_collection_names_those_that_exist(
     )
     assert proc.returncode == 2
     one_error_line(proc, "collection 'nope' not found", "it has docflow")
+    # inspect shows the rest of the data dir, and says so too
+    proc = in_process(capsys, "inspect", "--data-dir", str(sample_index), "--collection", "nope")
+    assert proc.returncode == 0
+    assert "collection 'nope' not found" in proc.stdout
+    assert f"this data dir ({sample_index}) has docflow" in proc.stdout
 
 
 def test_an_unknown_setting_suggests_the_known_one(
