@@ -130,6 +130,25 @@ def _is_hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in rel.split("/"))
 
 
+def _may_hold(folder: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    """Return whether an include glob could match under ``folder`` and no exclude drops it.
+
+    Read from each glob's literal start (``docs/**/*.md`` can match only under ``docs/``)
+    and depth (without ``**``, ``*.md`` matches only at the top): whether the folder's
+    files would match is unknown without reading them.
+    """
+    if _matches(folder, exclude) or _matches(folder + "/", exclude):
+        return False
+    here, depth = folder + "/", folder.count("/") + 1
+    for pattern in include:
+        cut = min((i for i, c in enumerate(pattern) if c in "*?[{"), default=len(pattern))
+        start = pattern[:cut]
+        deep_enough = "**" in pattern or pattern.count("/") >= depth
+        if deep_enough and (here.startswith(start) or start.startswith(here)):
+            return True
+    return False
+
+
 def _inside(root: Path, path: Path) -> bool:
     try:
         path.resolve().relative_to(root)
@@ -144,12 +163,16 @@ def iter_matches(
     exclude: Sequence[str] = (),
     include_hidden: bool = False,
     skip: Collection[Path] = (),
+    unfollowed: list[str] | None = None,
 ) -> Iterator[Path]:
     """Yield files under ``root`` matching any include and no exclude glob (walk order).
 
     Symlinked folders are walked only when they resolve inside ``root`` and not to one of
     their own ancestors (so a link loop ends). Folders in ``skip`` are not walked (the run's
-    own data dir, when it lies inside the source folder).
+    own data dir, when it lies inside the source folder). Links the walk does not follow
+    although the globs could want what they lead to (out of the root, or to nothing) are
+    appended to ``unfollowed``, each with why, for the run to warn about: a folder linked
+    in from elsewhere is otherwise skipped without a word.
 
     Raises:
         ConfigError: If ``root`` is not a folder.
@@ -158,11 +181,15 @@ def iter_matches(
         raise ConfigError(not_a_folder(root))
     real_root = root.resolve()
     skipped = {p.resolve() for p in skip}
+    notes = unfollowed if unfollowed is not None else []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         here = Path(dirpath)
         parts = here.relative_to(root).parts
         ancestors = {(root.joinpath(*parts[:i])).resolve() for i in range(len(parts))}
         if not _inside(real_root, here) or here.resolve() in ancestors:
+            rel = here.relative_to(root).as_posix()
+            if not _inside(real_root, here) and _may_hold(rel, include, exclude):
+                notes.append(f"{rel}/ (leads out of the source folder)")
             dirnames[:] = []
             continue
         if not include_hidden:
@@ -177,10 +204,11 @@ def iter_matches(
                 continue
             if not _matches(rel, include) or _matches(rel, exclude):
                 continue
-            if path.is_symlink() and not _inside(real_root, path):
-                log.debug("skipping %s: link points outside the source root", rel)
-                continue
-            if path.is_file():
+            if path.is_symlink() and not path.exists():
+                notes.append(f"{rel} (leads nowhere)")
+            elif path.is_symlink() and not _inside(real_root, path):
+                notes.append(f"{rel} (leads out of the source folder)")
+            elif path.is_file():
                 yield path
 
 
@@ -191,16 +219,17 @@ def discover(
     include_hidden: bool = False,
     sample_size: int | None = None,
     skip: Collection[Path] = (),
+    unfollowed: list[str] | None = None,
 ) -> list[FileRef]:
     """Return the matching files with size, mtime and sha256, sorted by source path.
 
     With ``sample_size``, only the first that many files (in that order) are fingerprinted
     and returned: a quick trial run. A file that cannot be read or is gone by the time it is
     hashed is returned with ``error`` set (and ``sha256`` ""), never raised. Folders in
-    ``skip`` are not walked.
+    ``skip`` are not walked; links not followed go to ``unfollowed`` (see iter_matches).
     """
     paths = sorted(
-        iter_matches(root, include, exclude, include_hidden, skip),
+        iter_matches(root, include, exclude, include_hidden, skip, unfollowed),
         key=lambda p: p.relative_to(root).as_posix(),
     )
     return [fingerprint_file(path, root) for path in paths[:sample_size]]

@@ -95,10 +95,11 @@ def plan_files(
 
     ``params`` are the run's settings, scoped to its partition if it has one. ``include``
     empty means every type docflow loads; a pattern the user gave that selects no file is
-    a warning (a typo). A missing or empty source folder, or a missing or empty partition
-    folder under it (a day that has not landed, a share not mounted), is a warning too, and
-    the run then plans nothing and deletes nothing. A sample run (``sample_size``) deletes
-    nothing: the files it did not look at are not gone.
+    a warning (a typo), and so is a link the walk does not follow (out of the source
+    folder, or broken: tasks/discover/files.py). A missing or empty source folder, or a
+    missing or empty partition folder under it (a day that has not landed, a share not
+    mounted), is a warning too, and the run then plans nothing and deletes nothing. A
+    sample run (``sample_size``) deletes nothing: the files it did not look at are not gone.
     """
     from tasks.load import default_includes
 
@@ -112,13 +113,22 @@ def plan_files(
     patterns = include or defaults
     # a data dir inside the source folder is docflow's own state, never a document: read,
     # its files would fail (or be indexed) and change on every run
-    files = discover(root, patterns, exclude, hidden, params.sample_size, [params.data_path])
+    unfollowed: list[str] = []
+    files = discover(
+        root, patterns, exclude, hidden, params.sample_size, [params.data_path], unfollowed
+    )
     given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
     warnings = [
         f"--include {p!r} matched no file under {root}"
         + (f" (a folder: write '{p.rstrip('/')}/**')" if (root / p).is_dir() else "")
         for p in unmatched(files, given)
     ]
+    if unfollowed:
+        more = f" and {len(unfollowed) - 3} more" if len(unfollowed) > 3 else ""
+        warnings.append(
+            f"{len(unfollowed)} symbolic link(s) under {root} not followed: "
+            f"{', '.join(unfollowed[:3])}{more}; --exclude them to silence this"
+        )
     sampled = params.sample_size is not None
     changes = classify(
         files,

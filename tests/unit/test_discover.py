@@ -161,6 +161,49 @@ def test_symlinks_followed_only_inside_root(
     )
 
 
+def test_links_not_followed_are_reported_with_why(linked_root: Path) -> None:
+    os.symlink(linked_root / "gone.md", linked_root / "broken.md")
+    os.symlink(linked_root, linked_root / "sub" / "loop")  # a loop inside: nothing to say
+    unfollowed: list[str] = []
+    found = [f.source for f in discover(linked_root, ["**/*.md"], unfollowed=unfollowed)]
+    assert "broken.md" not in found
+    assert unfollowed == [
+        "broken.md (leads nowhere)",
+        "file_out.md (leads out of the source folder)",
+        "dir_out/ (leads out of the source folder)",
+    ]
+    # links whose files the globs do not want are not reported
+    for include, exclude in [
+        (["sub/**/*.md", "*.txt"], []),  # not under dir_out/, and *.txt only at the top
+        (["**/*.md"], ["dir_out/**", "*_out.md", "broken.md"]),
+        (["**/*.txt"], ["dir_out"]),
+    ]:
+        unfollowed = []
+        discover(linked_root, include, exclude, unfollowed=unfollowed)
+        assert unfollowed == [], (include, exclude)
+    unfollowed = []
+    discover(linked_root, ["dir_out/*.md"], unfollowed=unfollowed)
+    assert unfollowed == ["dir_out/ (leads out of the source folder)"]
+
+
+def test_a_run_warns_of_the_links_it_does_not_follow(linked_root: Path, tmp_path: Path) -> None:
+    from tasks.common.config import IngestParams
+    from tasks.discover.plan import plan_files
+
+    params = IngestParams(source=str(linked_root), data_dir=str(tmp_path / "data"))
+    out = "(leads out of the source folder)"
+    assert plan_files(params, dict, False).warnings == (
+        f"2 symbolic link(s) under {linked_root} not followed: file_out.md {out}, "
+        f"dir_out/ {out}; --exclude them to silence this",
+    )
+    for name in ("a", "b", "c"):
+        os.symlink(linked_root / "gone", linked_root / f"{name}.md")
+    assert plan_files(params, dict, False).warnings == (
+        f"5 symbolic link(s) under {linked_root} not followed: a.md (leads nowhere), "
+        "b.md (leads nowhere), c.md (leads nowhere) and 2 more; --exclude them to silence this",
+    )
+
+
 def test_link_loop_does_not_hang(tmp_path: Path) -> None:
     root = tmp_path / "root"
     write(root, "a/doc.md")
