@@ -186,9 +186,10 @@ def iter_matches(
         here = Path(dirpath)
         parts = here.relative_to(root).parts
         ancestors = {(root.joinpath(*parts[:i])).resolve() for i in range(len(parts))}
-        if not _inside(real_root, here) or here.resolve() in ancestors:
+        outside = not _inside(real_root, here)
+        if outside or here.resolve() in ancestors:
             rel = here.relative_to(root).as_posix()
-            if not _inside(real_root, here) and _may_hold(rel, include, exclude):
+            if outside and _may_hold(rel, include, exclude):
                 notes.append(f"{rel}/ (leads out of the source folder)")
             dirnames[:] = []
             continue
