@@ -570,8 +570,8 @@ def resolve_query_params(
         from_file = {k.replace("-", "_"): v for k, v in section.items()}
     else:  # a flat file holds ingest settings too: take the query ones
         from_file = {k: v for k, v in file.items() if k in QueryParams.model_fields}
-    merged = _layered(from_file, QueryParams.model_fields, environ, overrides)
-    return validated(QueryParams, merged)
+    merged, origins = _layered(from_file, QueryParams.model_fields, environ, overrides, config_file)
+    return validated(QueryParams, merged, origins)
 
 
 def resolve_params(
@@ -586,8 +586,9 @@ def resolve_params(
 
     """
     fields = {**IngestParams.model_fields, **LoaderOptions.model_fields}
-    merged = _layered(_from_file(config_file, "ingest"), fields, environ, overrides)
-    return validated(IngestParams, merged)
+    from_file = _from_file(config_file, "ingest")
+    merged, origins = _layered(from_file, fields, environ, overrides, config_file)
+    return validated(IngestParams, merged, origins)
 
 
 def _layered(
@@ -595,40 +596,57 @@ def _layered(
     fields: Mapping[str, Any],
     environ: Mapping[str, str] | None,
     overrides: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+    config_file: Path | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Return settings by precedence: config file < DOCFLOW_* environment < overrides.
 
-    ``environ`` defaults to ``os.environ``; an override of None means "not given".
+    ``environ`` defaults to ``os.environ``; an override of None means "not given". Also
+    returns where each setting from the file or the environment came from, for errors: a
+    bad value in a job's environment is otherwise hard to find.
     """
-    merged = dict(from_file)
-    merged.update(_from_env(os.environ if environ is None else environ, fields))
-    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return merged
+    from_env = _from_env(os.environ if environ is None else environ, fields)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    origins = {k: f"config file {config_file}" for k in from_file}
+    origins.update({k: f"{ENV_PREFIX}{k.upper()}" for k in from_env})
+    for key in given:
+        origins.pop(key, None)
+    return {**from_file, **from_env, **given}, origins
 
 
-def validated(model: type[_Model], values: Mapping[str, Any]) -> _Model:
+def validated(
+    model: type[_Model], values: Mapping[str, Any], origins: Mapping[str, str] | None = None
+) -> _Model:
     """Return ``model(**values)``; a ValidationError becomes a one-line ConfigError.
 
     An unknown key names the closest known one ("unknown setting 'chunk_sise' (did you
-    mean 'chunk_size'?)"); any other error names the setting and what is wrong with it.
+    mean 'chunk_size'?)"); any other error names the setting and what is wrong with it,
+    and where the value came from when ``origins`` says (a file, an environment variable).
     """
     try:
         return model(**values)
     except ValidationError as exc:
-        raise ConfigError(describe(exc, model)) from exc
+        raise ConfigError(describe(exc, model, origins or {})) from exc
 
 
-def describe(exc: ValidationError, model: type[BaseModel]) -> str:
+def describe(
+    exc: ValidationError, model: type[BaseModel], origins: Mapping[str, str] | None = None
+) -> str:
     """Return the first error of a ValidationError as one line for a person."""
     err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
+    loc = [str(p) for p in err["loc"]]
+    where = ".".join(loc)
+    # a loader option given flat (DOCFLOW_WORKERS) is validated as loaders.<name>
+    origin = (origins or {}).get(loc[-1] if loc[:1] == ["loaders"] else where, "")
+    if not origin and loc:
+        origin = (origins or {}).get(loc[0], "")
+    source = f" (from {origin})" if origin else ""
     if err["type"] == "extra_forbidden":
-        known = _fields_at(model, [str(p) for p in err["loc"][:-1]])
-        close = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+        known = _fields_at(model, loc[:-1])
+        close = difflib.get_close_matches(loc[-1], known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown setting {where!r}{hint}"
+        return f"unknown setting {where!r}{hint}{source}"
     message = str(err["msg"]).removeprefix("Value error, ")
-    return f"invalid {where}: {message}" if where else message
+    return f"invalid {where}: {message}{source}" if where else message
 
 
 def _fields_at(model: type[BaseModel], path: Sequence[str]) -> list[str]:

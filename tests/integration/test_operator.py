@@ -115,7 +115,10 @@ def test_an_unknown_setting_suggests_the_known_one(
     proc = in_process(capsys, "ingest", "--config", str(config), "--data-dir", str(tmp_path / "d"))
     assert proc.returncode == 2
     line = one_error_line(proc)
-    assert line == "docflow: error: unknown setting 'chunk_sise' (did you mean 'chunk_size'?)"
+    assert line == (
+        "docflow: error: unknown setting 'chunk_sise' (did you mean 'chunk_size'?) "
+        f"(from config file {config})"
+    )
 
 
 @pytest.mark.parametrize("pattern", ["[", "docs/[a-z.md", "notes\\"])

@@ -145,7 +145,10 @@ def test_query_edges_are_one_line(
     config.write_text("[query]\nretreival = 'dense'\n", encoding="utf-8")
     assert main(["query", *base, "--config", str(config)]) == 2
     err = capsys.readouterr().err
-    assert err == "docflow: error: unknown setting 'retreival' (did you mean 'retrieval'?)\n"
+    assert err == (
+        "docflow: error: unknown setting 'retreival' (did you mean 'retrieval'?) "
+        f"(from config file {config})\n"
+    )
     # a data dir that does not exist: one line, and nothing is created there
     missing = tmp_path / "no-such-dir"
     assert main(["query", QUESTION, "--data-dir", str(missing)]) == 2

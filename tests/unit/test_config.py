@@ -196,6 +196,37 @@ def test_invalid_value_in_toml_names_the_field(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="embed_batch_size") as info:
         resolve_params(config, environ={})
     assert "\n" not in str(info.value)
+    assert str(info.value).endswith(f"(from config file {config})")
+
+
+@pytest.mark.parametrize(
+    ("file_text", "overrides", "env", "origin"),
+    [
+        pytest.param("", {}, {"DOCFLOW_CHUNK_SIZE": "abc"}, "DOCFLOW_CHUNK_SIZE", id="env"),
+        # a loader option is given flat and validated as loaders.<name>
+        pytest.param("", {}, {"DOCFLOW_WORKERS": "abc"}, "DOCFLOW_WORKERS", id="env-loader"),
+        pytest.param("[ingest.loaders]\nworkers = 'x'\n", {}, {}, "config file", id="file-table"),
+        pytest.param("chunk_sise = 3\n", {}, {}, "config file", id="file-unknown-key"),
+        # the flag wins over the environment: the bad value is the flag's, named as usual
+        pytest.param("", {"chunk_size": "abc"}, {"DOCFLOW_CHUNK_SIZE": "7"}, None, id="flag"),
+    ],
+)
+def test_an_invalid_value_says_where_it_came_from(
+    tmp_path: Path,
+    file_text: str,
+    overrides: dict[str, Any],
+    env: dict[str, str],
+    origin: str | None,
+) -> None:
+    """A bad value in a job's environment or a config file is named with its source."""
+    config = toml(tmp_path, file_text) if file_text else None
+    with pytest.raises(ConfigError) as info:
+        resolve_params(config, overrides=overrides, environ=env)
+    message = str(info.value)
+    if origin is None:
+        assert "(from " not in message
+    else:
+        assert message.endswith(")") and f"(from {origin}" in message
 
 
 def test_missing_config_file_raises_config_error(tmp_path: Path) -> None:
@@ -342,7 +373,9 @@ def test_unknown_keys_of_the_query_table_are_refused_with_a_suggestion(tmp_path:
     config.write_text("[query]\ndense_wieght = 0.2\n", encoding="utf-8")
     with pytest.raises(ConfigError) as info:
         resolve_query_params(config, environ={})
-    assert str(info.value) == "unknown setting 'dense_wieght' (did you mean 'dense_weight'?)"
+    assert str(info.value) == (
+        f"unknown setting 'dense_wieght' (did you mean 'dense_weight'?) (from config file {config})"
+    )
 
 
 def test_a_path_that_is_not_utf8_is_named_printably() -> None:
