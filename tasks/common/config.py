@@ -636,9 +636,8 @@ def describe(
     loc = [str(p) for p in err["loc"]]
     where = ".".join(loc)
     # a loader option given flat (DOCFLOW_WORKERS) is validated as loaders.<name>
-    origin = (origins or {}).get(loc[-1] if loc[:1] == ["loaders"] else where, "")
-    if not origin and loc:
-        origin = (origins or {}).get(loc[0], "")
+    keys = [loc[-1], loc[0]] if loc[:1] == ["loaders"] else loc[:1]
+    origin = next((origins[k] for k in keys if origins and k in origins), "")
     source = f" (from {origin})" if origin else ""
     if err["type"] == "extra_forbidden":
         known = _fields_at(model, loc[:-1])
