@@ -625,19 +625,19 @@ def validated(
     try:
         return model(**values)
     except ValidationError as exc:
-        raise ConfigError(describe(exc, model, origins or {})) from exc
+        raise ConfigError(describe(exc, model, origins)) from exc
 
 
 def describe(
     exc: ValidationError, model: type[BaseModel], origins: Mapping[str, str] | None = None
 ) -> str:
     """Return the first error of a ValidationError as one line for a person."""
-    err = exc.errors()[0]
+    err, origins = exc.errors()[0], origins or {}
     loc = [str(p) for p in err["loc"]]
     where = ".".join(loc)
     # a loader option given flat (DOCFLOW_WORKERS) is validated as loaders.<name>
     keys = [loc[-1], loc[0]] if loc[:1] == ["loaders"] else loc[:1]
-    origin = next((origins[k] for k in keys if origins and k in origins), "")
+    origin = next((origins[k] for k in keys if k in origins), "")
     source = f" (from {origin})" if origin else ""
     if err["type"] == "extra_forbidden":
         known = _fields_at(model, loc[:-1])
