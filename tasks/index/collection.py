@@ -3,9 +3,9 @@
 Every write goes to both, before the manifest commits the batch (tasks/index/sync.py): a
 crash during or between the two leaves the batch "pending" in the manifest, and the next run
 rewrites it and deletes every id that may have reached either index. The two writes of an
-upsert run at the same time (Chroma's Rust core and SQLite index with the GIL released), so
-the store stage takes the slower of the two, not their sum. The
-lexical index lives in the data dir whether the vectors are embedded or on a Chroma server.
+upsert run at the same time (:meth:`Index.upsert`), so the store stage takes about the
+slower of the two, not their sum. The lexical index lives in the data dir whether the
+vectors are embedded or on a Chroma server.
 
 :func:`reconcile` makes the lexical index hold exactly the vector store's ids, from the
 store's own records (no embedding): for a collection built before the lexical index
@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,21 +93,21 @@ class Index:
     def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> int:
         """Write chunks to the vector store and the lexical index, both at once.
 
-        The vectors go in on a thread of their own while this thread writes the lexical
-        index (its SQLite connection belongs to this thread); the metadata is flattened
-        once for both. Returns when both are written; the first error is raised.
+        The metadata is flattened once for both. The vectors go in while SQLite indexes
+        the words (a statement that runs without the GIL, which an embedded Chroma holds
+        for the whole of its upsert: docs/performance.md); the lexical transaction commits
+        once both are written. Returns the chunks written; the vectors' error first.
         """
         metadatas = [flatten_metadata(c) for c in chunks]
-        with ThreadPoolExecutor(1, thread_name_prefix="docflow-vectors") as pool:
-            stored = pool.submit(self.vectors.upsert, chunks, vectors, metadatas)
-            try:
-                failpoint("lexical:before-upsert")
-                self.words.upsert(
-                    chunk_record(c, m) for c, m in zip(chunks, metadatas, strict=True)
-                )
-            finally:
-                written = stored.result()  # the vectors' error first: they were asked first
-        return written
+
+        def vectors_in() -> None:
+            self.vectors.upsert(chunks, vectors, metadatas)
+            failpoint("lexical:before-upsert")  # vectors written, the words not committed
+
+        self.words.upsert(
+            (chunk_record(c, m) for c, m in zip(chunks, metadatas, strict=True)), vectors_in
+        )
+        return len(chunks)
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete chunks by id from both indexes; return how many were asked."""

@@ -9,11 +9,18 @@ rows (384-dimensional vectors, texts of about a thousand characters, a few metad
 in batches of 1,000, first into an embedded collection, then, where the ``chroma`` command
 is installed, into a ``chroma run`` server on this machine over HTTP.
 
+The lexical index is written from the same process, and its SQLite statements release the
+GIL while SQLite works: docflow binds a batch's rows as one JSON array per statement
+(tasks/index/lexical.py); the peer, a statement per row (``executemany``, how docflow
+wrote it before), retakes the GIL at every row. Both write the first ``LEXICAL_ROWS`` rows
+into a new lexical index, alone and beside the busy thread.
+
 Run: ``python -m tests.benchmarks bench_store_gil``.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,6 +34,8 @@ from tests.benchmarks.bench_gil import Competitor
 ROWS = 4_000
 BATCH = 1_000
 IDLE_S = 1.0
+#: Rows of the lexical writes (a statement per row beside a busy thread: ~15 ms a row).
+LEXICAL_ROWS = 400
 
 
 def rate_during(competitor: Competitor, work: Callable[[], Any]) -> tuple[float, float]:
@@ -68,12 +77,47 @@ def measure(client: Any, competitor: Competitor, data: dict[str, Any]) -> dict[s
     return {"rounds_per_s": round(rate), "upsert_s": round(seconds, 2)}
 
 
+def per_row_upsert(index: Any, records: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """Write ``records`` into a new lexical index with a statement per row (the peer)."""
+    rows = [
+        (i, body, json.dumps(meta, ensure_ascii=False, sort_keys=True)) for i, body, meta in records
+    ]
+    with index._transaction() as db:
+        db.executemany(
+            "INSERT INTO chunks (chunk_id, metadata) VALUES (?, ?)", [(i, m) for i, _, m in rows]
+        )
+        ids = dict(db.execute("SELECT chunk_id, id FROM chunks").fetchall())
+        db.executemany(
+            "INSERT INTO terms (rowid, body) VALUES (?, ?)", [(ids[i], b) for i, b, _ in rows]
+        )
+
+
+def lexical_rates(tmp: Path, data: dict[str, Any], tag: str) -> dict[str, float]:
+    """Return rows/s of docflow's lexical write and of the per-row peer, each in a new index."""
+    from tasks.index.lexical import LexicalIndex
+
+    records = list(zip(data["ids"], data["documents"], data["metadatas"], strict=True))
+    records = records[:LEXICAL_ROWS]
+    got = {}
+    for name, write in (("json_each", LexicalIndex.upsert), ("per_row", per_row_upsert)):
+        index = LexicalIndex.open(tmp, f"{name}-{tag}")
+        started = time.perf_counter()
+        write(index, records)
+        got[name] = round(len(records) / (time.perf_counter() - started))
+        index.close()
+    return got
+
+
 def main() -> dict[str, Any]:
     """Measure the idle rate, then the rate during embedded and server upserts; print."""
     from tasks.index.store import make_client
 
     data = rows()
     result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="lexical-gil-") as tmp:
+        result["lexical_alone"] = lexical_rates(Path(tmp), data, "alone")
+        with Competitor() as competitor:
+            result["lexical_beside"] = lexical_rates(Path(tmp), data, "beside")
     with Competitor() as competitor:
         idle, _ = rate_during(competitor, lambda: time.sleep(IDLE_S))
         result["idle_rounds_per_s"] = round(idle)
@@ -101,7 +145,7 @@ def _server(tmp: Path, competitor: Competitor, data: dict[str, Any]) -> dict[str
 
 
 def report(r: dict[str, Any]) -> None:
-    """Print the other thread's rate during each kind of upsert, against its idle rate."""
+    """Print the other thread's rate during each kind of upsert, and the lexical writes."""
     idle = r["idle_rounds_per_s"]
     print(f"\nanother thread's Python work while the store writes {ROWS:,} rows ({BATCH:,} a call)")
     print(f"  idle process: {idle:,} rounds/s")
@@ -115,6 +159,18 @@ def report(r: dict[str, Any]) -> None:
         print(
             f"  {name} upserts ({got['upsert_s']:.2f} s): {got['rounds_per_s']:,} rounds/s, "
             f"{share:.0%} of idle"
+        )
+    alone, beside = r["lexical_alone"], r["lexical_beside"]
+    print(
+        f"lexical index, {LEXICAL_ROWS} rows into a new index: rows/s alone, beside a busy thread"
+    )
+    for name, label in (
+        ("json_each", "one JSON array a statement (docflow)"),
+        ("per_row", "a statement per row (peer)"),
+    ):
+        print(
+            f"  {label}: {alone[name]:,} alone, {beside[name]:,} beside "
+            f"({beside[name] / alone[name]:.2f}x)"
         )
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
+from tasks.common import failpoints
 from tasks.common.config import IngestParams
 from tasks.common.documents import Chunk, Header, make_chunk_id, model_input
 from tasks.index.collection import Index, chunk_record, reconcile, record_text, stored_records
@@ -80,6 +82,24 @@ def test_upsert_and_delete_reach_both_indexes(index: Index) -> None:
     assert set(index.words.search("hive notes drones", 5)) == {c.chunk_id for c in chunks}
     assert index.delete([chunks[0].chunk_id, "unknown"]) == 2
     assert index.vectors.ids() == index.words.ids() == {chunks[1].chunk_id}
+
+
+def test_the_words_commit_after_the_vectors_are_written(index: Index, data_dir: Path) -> None:
+    """The vectors go in while SQLite indexes the words; the words' transaction waits."""
+    chunks = [_chunk("a.md", "Queens lay eggs."), _chunk("b.md", "Drones do not sting.")]
+    seen: list[tuple[set[str], set[str], str]] = []
+
+    def look() -> None:  # on the vectors' thread, once they are written
+        words = LexicalIndex.open(data_dir, "docflow")  # another connection: committed rows
+        seen.append((index.vectors.ids(), words.ids(), threading.current_thread().name))
+        words.close()
+
+    with failpoints.on("lexical:before-upsert", look):
+        assert index.upsert(chunks, unit_vectors(2)) == 2
+    [(vectors, words, thread)] = seen
+    assert vectors == {c.chunk_id for c in chunks} and words == set()
+    assert thread != threading.current_thread().name
+    assert index.words.ids() == {c.chunk_id for c in chunks}
 
 
 def test_reconcile_builds_a_missing_lexical_index_from_the_store(index: Index) -> None:

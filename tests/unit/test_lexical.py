@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tasks.common.errors import StateError
 from tasks.index import lexical
@@ -133,6 +137,56 @@ def test_upsert_replaces_text_and_metadata_of_an_existing_id(index: LexicalIndex
     assert index.count() == 4
     assert "a" not in index.search("queen", k=5)
     assert index.search("drones", k=5) and index.search("drones", 5, {"lang": "en"})
+
+
+def test_a_write_cut_into_several_statements_equals_one_statement(
+    data_dir: Path, index: LexicalIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch larger than a statement's budget goes in in slices, replacements included."""
+    monkeypatch.setattr(lexical, "_CHARS_PER_STATEMENT", 60)  # about one record per slice
+    sliced = LexicalIndex.open(data_dir, "sliced")
+    sliced.upsert(records(DOCS))  # type: ignore[arg-type]
+    again = {"a": "Drones do not sting.", "e": "Wax moths eat old comb."}
+    for idx in (index, sliced):
+        idx.upsert(records(again, lang="en"))  # type: ignore[arg-type]
+    assert sliced.ids() == index.ids() == {*DOCS, "e"}
+    for question in ("queen", "drones", "moths comb", "honey frames"):
+        assert sliced.search(question, k=9) == index.search(question, k=9)
+    assert sliced.search("drones", 5, {"lang": "en"}) == index.search("drones", 5, {"lang": "en"})
+
+
+@given(
+    st.lists(st.tuples(st.text(max_size=3), st.text(max_size=40), st.text(max_size=5))),
+    st.integers(min_value=1, max_value=60),
+)
+def test_slices_keep_every_row_in_order_within_the_budget(
+    rows: list[tuple[str, str, str]], budget: int
+) -> None:
+    parts = list(lexical._slices(rows, budget))
+    assert [row for part in parts for row in part] == rows
+    for part in parts:
+        assert part and (len(part) == 1 or sum(len(x) for row in part for x in row) <= budget)
+
+
+def test_work_alongside_runs_on_its_own_thread_and_is_waited_for(index: LexicalIndex) -> None:
+    ran: list[str] = []
+
+    def work() -> None:
+        time.sleep(0.2)  # still running when the words are in: the upsert waits for it
+        ran.append(threading.current_thread().name)
+
+    assert index.upsert(records({"e": "Wax moths eat old comb."}), work) == 1  # type: ignore[arg-type]
+    assert ran and ran[0] != threading.current_thread().name
+    assert "e" in index.search("moths", k=5)
+
+
+def test_an_error_alongside_is_raised_and_the_words_roll_back(index: LexicalIndex) -> None:
+    def work() -> None:
+        raise ConnectionError("the vector store went away")
+
+    with pytest.raises(ConnectionError, match="went away"):
+        index.upsert(records({"e": "Wax moths eat old comb."}), work)  # type: ignore[arg-type]
+    assert index.ids() == set(DOCS)
 
 
 def test_delete_removes_ids_and_their_words(index: LexicalIndex) -> None:
