@@ -336,12 +336,17 @@ def read_part(
         raise damaged_part(path, exc, cure) from exc
 
 
-def read_documents(path: Path) -> list[DocumentRow]:
-    """Read back one ``documents`` part."""
+def read_documents(path: Path, texts: bool = True) -> list[DocumentRow]:
+    """Read back one ``documents`` part.
+
+    ``texts`` False: each file's outcome only (source, hash, status, error), every
+    ``document`` None: what the store needs, without decoding the batch's texts.
+    """
+    outcome = ["source", "sha256", "loader", "status", "error", "pages"]
     rows = []
-    for r in read_part(path).to_pylist():
+    for r in read_part(path, None if texts else outcome).to_pylist():
         doc = None
-        if r["status"] == "loaded":
+        if texts and r["status"] == "loaded":
             doc = Document(r["text"], json.loads(r["metadata"]))
         rows.append(
             DocumentRow(

@@ -132,7 +132,7 @@ def store_task(
 ) -> SyncResult:
     """Write a batch into the collection and commit it to the manifest."""
     started = time.perf_counter()
-    rows = read_documents(Path(documents.path))
+    rows = read_documents(Path(documents.path), texts=False)  # each file's outcome
     batch = read_chunks(Path(chunks.path))
     ids, vectors = (
         ([], np.zeros((0, 0))) if not embeddings.path else read_vectors(Path(embeddings.path))

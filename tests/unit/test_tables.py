@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Iterator
@@ -109,6 +110,8 @@ def test_documents_round_trip(data_dir: Path) -> None:
     path = write_atomic(documents_table(rows), part_path(data_dir, "documents", RUN_A, 0))
     assert path == data_dir / "tables" / "documents" / f"run_id={RUN_A}" / "part-00000.parquet"
     assert read_documents(path) == rows
+    outcomes = [dataclasses.replace(r, document=None) for r in rows]
+    assert read_documents(path, texts=False) == outcomes  # what the store reads
 
     raw = pq.read_table(path)
     assert raw.schema.equals(DOCUMENTS_SCHEMA)
