@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -31,6 +33,7 @@ from tasks.common.records import read_record, write_record
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+    from chromadb.config import Settings
     from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
@@ -170,7 +173,7 @@ def make_client(
     settings = Settings(anonymized_telemetry=False)
     if host:
         try:
-            return chromadb.HttpClient(host=host, port=port, settings=settings)
+            return _http_client(host, port, settings)
         except Exception as exc:  # noqa: BLE001 - connection errors come in many types
             raise StoreError(f"the Chroma server {host}:{port} does not answer: {exc}") from exc
     if path is None:
@@ -194,6 +197,34 @@ def make_client(
                 "from the tables without embedding)"
             )
         raise StateError(f"cannot open the Chroma store {path}: {exc}{cure}") from exc
+
+
+#: This process's client of each Chroma server, by (host, port): see :func:`_http_client`.
+_http_clients: dict[tuple[str, int], ClientAPI] = {}
+_http_lock = threading.Lock()
+
+
+def _http_client(host: str, port: int, settings: Settings) -> ClientAPI:
+    """Return this process's client of the server, made on first use.
+
+    Making one checks the server's tenant and database in a few requests (about 70 ms a
+    time, beside an ingest on two cores: a store task per batch opened one); a kept one
+    answers a heartbeat first, so a server that went away is reported as at first.
+    """
+    import chromadb
+
+    with _http_lock:
+        kept = _http_clients.pop((host, port), None)
+    if kept is not None:
+        with suppress(Exception):  # gone: make a new one, which reports why
+            kept.heartbeat()
+            with _http_lock:
+                _http_clients[(host, port)] = kept
+            return kept
+    client = chromadb.HttpClient(host=host, port=port, settings=settings)
+    with _http_lock:
+        _http_clients[(host, port)] = client
+    return client
 
 
 class ChromaStore:

@@ -20,7 +20,7 @@ import pytest
 
 from tasks.common.tables import read_table
 from tasks.embed.model import register_encoder
-from tasks.index.store import ChromaStore
+from tasks.index.store import ChromaStore, make_client
 from tests.cli_subprocess import in_process, one_error_line
 from tests.fake_encoder import HashEncoder
 from tests.servers import Proc, free_port, start_chroma
@@ -174,6 +174,14 @@ def test_query_and_inspect_create_no_file_even_on_a_read_only_mount(
         assert proc.returncode == 0 and json.loads(proc.stdout)["collection"]["count"] > 0
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_process_keeps_one_client_per_chroma_server(two_data_dirs: dict[str, Any]) -> None:
+    """Each store task of a run opens the store: the client made at the first is kept."""
+    host, port = two_data_dirs["host"], two_data_dirs["port"]
+    first = make_client(host=host, port=port)
+    assert make_client(host=host, port=port) is first
+    assert ChromaStore.open(two_data_dirs["a"], "alpha", host, port).client is first
 
 
 # -- 1 and 6. the Chroma server stops ------------------------------------------------------
