@@ -53,10 +53,8 @@ _IDS_PER_QUERY = 500
 #: Characters of rows per statement of a write (SQLite refuses a string over 1e9 bytes).
 _CHARS_PER_STATEMENT = 50_000_000
 #: The rows of a write, bound as one JSON array of ``[chunk_id, body, metadata]``.
-_ROWS = (
-    "(SELECT json_extract(value, '$[0]') AS chunk_id, json_extract(value, '$[1]') AS body, "
-    "json_extract(value, '$[2]') AS metadata FROM json_each(?1))"
-)
+_ROWS = """(SELECT json_extract(value, '$[0]') AS chunk_id, json_extract(value, '$[1]') AS body,
+    json_extract(value, '$[2]') AS metadata FROM json_each(?1))"""
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS chunks (
@@ -143,9 +141,9 @@ def _chunked(items: Sequence[str]) -> Iterator[Sequence[str]]:
 def _slices(
     rows: Sequence[tuple[str, str, str]], budget: int | None = None
 ) -> Iterator[list[tuple[str, str, str]]]:
-    """Cut ``rows`` into runs of at most ``budget`` characters (a longer row goes alone).
+    """Cut ``rows`` into runs of ``budget`` characters (:data:`_CHARS_PER_STATEMENT`) at most.
 
-    ``budget``: :data:`_CHARS_PER_STATEMENT` unless given.
+    A row longer than that goes alone.
     """
     budget = budget or _CHARS_PER_STATEMENT
     part: list[tuple[str, str, str]] = []
@@ -159,6 +157,11 @@ def _slices(
         size += length
     if part:
         yield part
+
+
+def _wire(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str | None, str]]:
+    """Return ``rows`` as they go into a statement's JSON: a body with a NUL as null."""
+    return [(i, None if "\x00" in body else body, meta) for i, body, meta in rows]
 
 
 class LexicalIndex(SQLiteFile):
@@ -193,11 +196,10 @@ class LexicalIndex(SQLiteFile):
         """Index ``(chunk_id, body, metadata)`` records, replacing those already there.
 
         One transaction: a crash leaves the index as it was before the call. The rows go
-        in as one JSON array that each statement reads with ``json_each``, so SQLite does
-        the work of a statement without the GIL: a statement per row (``executemany``)
-        releases and retakes it at every row, and beside a busy thread of the same process
-        each retake waits its turn (17,818 rows: 2 s alone, minutes beside a thread running
-        Python). An id already present has its words removed first.
+        in as one JSON array per statement (``json_each``), which SQLite works through
+        without the GIL; a statement per row would retake it at every row, each time
+        behind any busy thread of the process (docs/performance.md, "The store stage").
+        An id already present has its words removed first.
 
         ``alongside``: work to run on a thread of its own while SQLite writes (the vector
         store's upsert: an embedded Chroma holds the GIL for the whole of it, which these
@@ -212,7 +214,9 @@ class LexicalIndex(SQLiteFile):
             if alongside is not None:
                 alongside()
             return 0
-        payloads = [(json.dumps(part, ensure_ascii=False),) for part in _slices(rows)]
+        payloads = [(json.dumps(_wire(part), ensure_ascii=False),) for part in _slices(rows)]
+        # json_extract ends a string at a NUL: such bodies go bound, a statement each (rare)
+        with_nul = [(body, chunk_id) for chunk_id, body, _ in rows if "\x00" in body]
         with self._transaction() as db, running_beside(alongside):
             for payload in payloads:
                 db.execute(
@@ -228,9 +232,14 @@ class LexicalIndex(SQLiteFile):
                 )
                 db.execute(
                     "INSERT INTO terms (rowid, body) SELECT c.id, j.body "
-                    f"FROM {_ROWS} j JOIN chunks c ON c.chunk_id = j.chunk_id",
+                    f"FROM {_ROWS} j JOIN chunks c ON c.chunk_id = j.chunk_id "
+                    "WHERE j.body IS NOT NULL",
                     payload,
                 )
+            db.executemany(
+                "INSERT INTO terms (rowid, body) SELECT id, ? FROM chunks WHERE chunk_id = ?",
+                with_nul,
+            )
         return len(rows)
 
     def delete(self, chunk_ids: Iterable[str]) -> int:

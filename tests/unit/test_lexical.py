@@ -189,6 +189,18 @@ def test_an_error_alongside_is_raised_and_the_words_roll_back(index: LexicalInde
     assert index.ids() == set(DOCS)
 
 
+def test_texts_with_nul_and_control_characters_round_trip(index: LexicalIndex) -> None:
+    """A JSON file's "\\u0000" reaches a chunk as it is: its words after the NUL count too."""
+    odd = {"e": "Wax\x00moths eat\x01old comb.", "f": "Propolis seals\x00\x00cracks."}
+    index.upsert(records(odd, note="a\x00b"))  # type: ignore[arg-type]
+    got = index.records(["e", "f"])
+    assert {i: text for i, (text, _) in got.items()} == odd
+    assert got["e"][1]["note"] == "a\x00b"
+    assert set(index.search("moths", 5)) == {"e"} and set(index.search("cracks", 5)) == {"f"}
+    index.upsert(records({"e": "Drones\x00gone."}))  # type: ignore[arg-type]
+    assert index.search("moths", 5) == {} and set(index.search("drones", 5)) == {"e"}
+
+
 def test_delete_removes_ids_and_their_words(index: LexicalIndex) -> None:
     assert index.delete(["a", "c", "never-there"]) == 3
     assert index.ids() == {"b", "d"} and index.count() == 2
