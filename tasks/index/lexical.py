@@ -26,6 +26,9 @@ index). Measured on every shared evaluation set, dropping function words helped 
 each (docs/retrieval.md, "Choosing the default"); Porter stemming beat no stemming on each.
 ``where`` filters compare the chunk's flat metadata (the same keys and values Chroma
 stores) for equality.
+
+One module over ~400 lines on purpose: the schema, its writes and the BM25 read from it
+are one index, and the scores' definition reads beside the rows they are computed from.
 """
 
 from __future__ import annotations
@@ -214,7 +217,11 @@ class LexicalIndex(SQLiteFile):
             if alongside is not None:
                 alongside()
             return 0
-        payloads = [(json.dumps(_wire(part), ensure_ascii=False),) for part in _slices(rows)]
+        payloads: Iterable[tuple[str]] = (
+            (json.dumps(_wire(part), ensure_ascii=False),) for part in _slices(rows)
+        )
+        if alongside is not None:  # made before the work starts, which holds the GIL
+            payloads = list(payloads)
         # json_extract ends a string at a NUL: such bodies go bound, a statement each (rare)
         with_nul = [(body, chunk_id) for chunk_id, body, _ in rows if "\x00" in body]
         with self._transaction() as db, running_beside(alongside):
