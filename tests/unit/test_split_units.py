@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tasks.split import units
 from tasks.split.counting import TiktokenCounter
 from tasks.split.units import (
     HuggingFaceUnit,
@@ -18,6 +19,7 @@ from tasks.split.units import (
     model_tokens_unit,
     span_counter,
     tiktoken_unit,
+    whitespace_windows,
 )
 from tests.conftest import corpus_files
 
@@ -98,6 +100,49 @@ def test_span_counts_are_exact_on_real_text(unit: str) -> None:
         ), path
         checked += len(cuts)
     assert checked > 500
+
+
+def whole_offsets(unit: HuggingFaceUnit, text: str) -> tuple[list[int], list[int]]:
+    """The token spans of one encoding of the whole text (the reference)."""
+    assert unit._fast is not None
+    spans = unit._fast.encode(text, add_special_tokens=False).offsets
+    return [s for s, _ in spans], [e for _, e in spans]
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=TEXTS, size=st.integers(1, 12))
+def test_a_document_encoded_in_windows_has_the_tokens_of_one_encoding(text: str, size: int) -> None:
+    """The Rust encoding of a whole document holds ~270 bytes a character: documents are
+    encoded in windows cut at whitespace, which must not change a single token."""
+    unit = model_tokens_unit()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(units, "ENCODE_WINDOW", size)
+        offsets, counter = unit.analyze(text)
+    assert (offsets.starts, offsets.ends) == whole_offsets(unit, text)
+    assert counter(0, len(text)) == unit(text)
+
+
+@pytest.mark.skipif(not FILES, reason="../shared/corpora is absent here")
+def test_windowed_encoding_matches_one_encoding_on_real_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unit = model_tokens_unit()
+    monkeypatch.setattr(units, "ENCODE_WINDOW", 200)
+    for path in FILES:
+        text = path.read_text(encoding="utf-8")[:40_000]
+        offsets = unit.offsets(text)
+        assert (offsets.starts, offsets.ends) == whole_offsets(unit, text), path
+
+
+@given(text=TEXTS, size=st.integers(1, 12))
+def test_whitespace_windows_cover_the_text_and_start_at_whitespace(text: str, size: int) -> None:
+    windows = list(whitespace_windows(text, size))
+    assert [lo for lo, _ in windows] == [0, *(hi for _, hi in windows[:-1])]
+    assert windows[-1][1] == len(text) and all(lo < hi for lo, hi in windows)
+    for lo, hi in windows:
+        assert lo == 0 or text[lo] in " \n\t\r"
+        # longer than asked only where no whitespace lets it be cut
+        assert hi - lo <= size or not any(c in " \n\t\r" for c in text[lo + 1 : hi])
 
 
 def test_indentation_boundaries_hold_only_inside_a_span() -> None:
