@@ -241,6 +241,13 @@ class HuggingFaceUnit:
         self.tokenizer = tokenizer
         self._fast = _fast_backend(tokenizer)
         self._edges: dict[str, int] = {}  # standalone counts of span edges (bounded)
+        #: BERT's normalizer and WordPiece (the bundled model): a token holds at least one
+        #: character, and no character normalizes to more tokens than its UTF-8 bytes
+        #: (checked for every code point, alone and beside others, by a test).
+        self.tokens_at_most_bytes = self._fast is not None and [
+            type(part).__name__
+            for part in (self._fast.normalizer, self._fast.pre_tokenizer, self._fast.model)
+        ] == ["BertNormalizer", "BertPreTokenizer", "WordPiece"]
         label = name or getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
         self.unit_name = f"hf:{label}"
 

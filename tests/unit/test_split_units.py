@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tasks.split import units
 from tasks.split.counting import TiktokenCounter
+from tasks.split.recursive import RecursiveCharacterTextSplitter
 from tasks.split.units import (
     HuggingFaceUnit,
     TiktokenUnit,
@@ -132,6 +133,33 @@ def test_windowed_encoding_matches_one_encoding_on_real_text(
         text = path.read_text(encoding="utf-8")[:40_000]
         offsets = unit.offsets(text)
         assert (offsets.starts, offsets.ends) == whole_offsets(unit, text), path
+
+
+def test_no_character_makes_more_model_tokens_than_its_bytes() -> None:
+    """What lets a short text skip the span counter (tasks/split/recursive.py, _short_text):
+    BERT's normalizer never turns a character into more WordPiece tokens than its UTF-8
+    bytes, alone or beside others (every code point was checked once; here every 17th)."""
+    unit = model_tokens_unit()
+    assert unit.tokens_at_most_bytes and unit._fast is not None
+    chars = [chr(c) for c in range(0, 0x110000, 17) if not 0xD800 <= c <= 0xDFFF]
+    for context in ("{0}", "a{0}", "{0}a", "{0}{0}"):
+        texts = [context.format(c) for c in chars]
+        encodings = unit._fast.encode_batch(texts, add_special_tokens=False)
+        over = [t for t, e in zip(texts, encodings, strict=True) if len(e.ids) > len(t.encode())]
+        assert not over, over[:5]
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=TEXTS, size=st.integers(2, 40))
+def test_a_short_text_splits_alike_with_and_without_its_shortcut(text: str, size: int) -> None:
+    unit = model_tokens_unit()
+    assert unit(text) <= len(text.encode("utf-8"))
+    params = {"chunk_size": size, "chunk_overlap": size // 4, "length_function": unit}
+    fast = RecursiveCharacterTextSplitter(**params).split_spans(text)  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(unit, "tokens_at_most_bytes", False)
+        slow = RecursiveCharacterTextSplitter(**params).split_spans(text)  # type: ignore[arg-type]
+    assert fast == slow
 
 
 @given(text=TEXTS, size=st.integers(1, 12))
