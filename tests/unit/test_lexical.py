@@ -190,7 +190,7 @@ def test_an_error_alongside_is_raised_and_the_words_roll_back(index: LexicalInde
 
 
 def test_texts_with_nul_and_control_characters_round_trip(index: LexicalIndex) -> None:
-    """A JSON file's "\\u0000" reaches a chunk as it is: its words after the NUL count too."""
+    """Whatever text a loader passes is indexed whole: the words after a NUL count too."""
     odd = {"e": "Wax\x00moths eat\x01old comb.", "f": "Propolis seals\x00\x00cracks."}
     index.upsert(records(odd, note="a\x00b"))  # type: ignore[arg-type]
     got = index.records(["e", "f"])
