@@ -339,8 +339,8 @@ def read_part(
 def read_documents(path: Path, texts: bool = True) -> list[DocumentRow]:
     """Read back one ``documents`` part.
 
-    ``texts`` False: each file's outcome only (source, hash, status, error), every
-    ``document`` None: what the store needs, without decoding the batch's texts.
+    ``texts`` False: each file's outcome only (source, hash, loader, status, error, pages),
+    every ``document`` None: what the store needs, without decoding the batch's texts.
     """
     outcome = ["source", "sha256", "loader", "status", "error", "pages"]
     rows = []
