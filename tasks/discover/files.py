@@ -4,8 +4,9 @@ Rules: patterns are relative to the root and use ``**`` for any depth (``**/*.md
 matches ``a.md`` at the top); hidden files and folders (a name starting with ``.``) are
 skipped unless asked for; symbolic links are never followed out of the root; files come in
 a stable (sorted) order. A file that cannot be fingerprinted (unreadable, or gone between
-listing and hashing) is still returned, with ``error`` set: it becomes a failed row with
-that reason, reported like any file that fails to load, and the run goes on.
+listing and hashing) or is over the size limit (not hashed: loading refuses it anyway) is
+still returned, with ``error`` set: it becomes a failed row with that reason, reported like
+any file that fails to load, and the run goes on.
 :func:`classify` compares them with the manifest; the plan (tasks/discover/plan.py) then
 groups the work into batches (tasks/discover/batches.py), the unit of work of every later
 stage.
@@ -111,14 +112,21 @@ def root_id(source: str | Path) -> str:
     return printable_name(str(Path(source).resolve()))
 
 
-def fingerprint_file(path: Path, root: Path) -> FileRef:
-    """Return the FileRef of one listed file; one that cannot be read gets ``error`` set."""
+def fingerprint_file(path: Path, root: Path, max_size: int | None = None) -> FileRef:
+    """Return the FileRef of one listed file; one that cannot be read gets ``error`` set.
+
+    A file over ``max_size`` bytes is not hashed: loading refuses it anyway, and hashing a
+    multi-gigabyte dump on every run would be most of the plan's time.
+    """
     source = printable_name(path.relative_to(root).as_posix())
     abspath = os.path.abspath(path)  # through a link: keep the link's name
     size, mtime = 0, 0.0
     try:
         stat = path.stat()
         size, mtime = stat.st_size, stat.st_mtime
+        if max_size is not None and size > max_size:
+            too_large = f"file too large: {size} bytes > limit {max_size}"
+            return FileRef(abspath, source, size, mtime, "", error=too_large)
         return FileRef(abspath, source, size, mtime, file_sha256(path))
     except OSError as exc:
         reason = unreadable_reason(exc)
@@ -221,19 +229,21 @@ def discover(
     sample_size: int | None = None,
     skip: Collection[Path] = (),
     unfollowed: list[str] | None = None,
+    max_size: int | None = None,
 ) -> list[FileRef]:
     """Return the matching files with size, mtime and sha256, sorted by source path.
 
     With ``sample_size``, only the first that many files (in that order) are fingerprinted
-    and returned: a quick trial run. A file that cannot be read or is gone by the time it is
-    hashed is returned with ``error`` set (and ``sha256`` ""), never raised. Folders in
-    ``skip`` are not walked; links not followed go to ``unfollowed`` (see iter_matches).
+    and returned: a quick trial run. A file that cannot be read, is gone by the time it is
+    hashed or is larger than ``max_size`` bytes is returned with ``error`` set (and
+    ``sha256`` ""), never raised. Folders in ``skip`` are not walked; links not followed
+    go to ``unfollowed`` (see iter_matches).
     """
     paths = sorted(
         iter_matches(root, include, exclude, include_hidden, skip, unfollowed),
         key=lambda p: p.relative_to(root).as_posix(),
     )
-    return [fingerprint_file(path, root) for path in paths[:sample_size]]
+    return [fingerprint_file(path, root, max_size) for path in paths[:sample_size]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,10 +308,10 @@ def classify(
         state = known.get(f.source)
         if state is None:
             kind = "new"
+        elif state.status == "failed":  # an error again (sha256 "" both times): retried
+            kind = "retried" if f.sha256 == state.attempt_sha256 else "changed"
         elif f.error is not None:
             kind = "changed"
-        elif state.status == "failed":
-            kind = "retried" if f.sha256 == state.attempt_sha256 else "changed"
         elif state.sha256 != f.sha256 or state.fingerprint != fingerprint:
             kind = "changed"
         elif state.status != "done":

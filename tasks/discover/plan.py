@@ -115,7 +115,14 @@ def plan_files(
     # its files would fail (or be indexed) and change on every run
     unfollowed: list[str] = []
     files = discover(
-        root, patterns, exclude, hidden, params.sample_size, [params.data_path], unfollowed
+        root,
+        patterns,
+        exclude,
+        hidden,
+        params.sample_size,
+        [params.data_path],
+        unfollowed,
+        params.loaders.max_file_size,
     )
     given = [p for p in include if not any(p == d or p.endswith("/" + d) for d in defaults)]
     warnings = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -198,12 +199,40 @@ def test_classify_against_a_real_tree(tiny_corpus: Path) -> None:
     assert second.deleted == ["guides/keeper.txt"]  # the hidden row is out of scope
 
 
-@pytest.mark.parametrize("known", [None, state("a.md"), state("a.md", sha="")], ids=str)
-def test_unreadable_file_is_always_to_do_and_never_deleted(known: FileState | None) -> None:
+FAILED_BEFORE = state("a.md", status="failed", attempt="sha-0")  # its bytes failed to load
+UNREAD_BEFORE = state("a.md", status="failed")  # it could not be read last time either
+
+
+@pytest.mark.parametrize(
+    "known,kind",
+    [
+        (None, "new"),
+        (state("a.md"), "changed"),
+        (state("a.md", sha=""), "changed"),
+        (FAILED_BEFORE, "changed"),
+        (UNREAD_BEFORE, "retried"),
+    ],
+    ids=str,
+)
+def test_unreadable_file_is_always_to_do_and_never_deleted(
+    known: FileState | None, kind: str
+) -> None:
     f = FileRef(f"{ROOT}/a.md", "a.md", 0, 0.0, "", error="unreadable: permission denied")
     changes = classify([f], {"a.md": known} if known else {}, ROOT, FP, scope())
     assert changes.todo == [f]
-    assert (changes.new, changes.changed, changes.unchanged) == (
-        (1, 0, 0) if known is None else (0, 1, 0)
-    )
+    assert changes.why == {"a.md": kind}
+    counts = {"new": changes.new, "changed": changes.changed, "retried": changes.retried}
+    assert counts == {k: int(k == kind) for k in counts}
+    assert changes.unchanged == 0
     assert changes.deleted == []
+
+
+def test_a_file_over_the_size_limit_is_refused_without_being_read(tmp_path: Path) -> None:
+    """Loading refuses it anyway: hashing a dump of gigabytes each run would be the plan."""
+    (tmp_path / "big.txt").write_text("x" * 100)
+    (tmp_path / "small.txt").write_text("y" * 50)
+    big, small = discover(tmp_path, ["*.txt"], max_size=50)
+    assert (big.sha256, big.size, big.error) == ("", 100, "file too large: 100 bytes > limit 50")
+    assert small.error is None
+    assert small.sha256 == hashlib.sha256(b"y" * 50).hexdigest()
+    assert discover(tmp_path, ["*.txt"])[0].sha256 == hashlib.sha256(b"x" * 100).hexdigest()
