@@ -22,7 +22,7 @@ from prefect.futures import PrefectFuture
 
 from flows import artifacts, narrative, progress, runtime
 from flows.guard import collection_guard
-from tasks.common import memory
+from tasks.common import lifetime, memory
 from tasks.common.config import IngestParams
 from tasks.common.errors import StateError, describe
 from tasks.common.runs import RunContext, RunSummary, new_run_id
@@ -87,7 +87,8 @@ def run_ingest(
     summary.warnings.extend(mark_interrupted(params.data_path, params.collection, ctx.run_id))
     write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
     try:
-        extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)
+        with lifetime.stoppable():  # a Ctrl-C or failure: the embedding in flight gives up
+            extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)
     except BaseException as exc:
         summary.status = "failed"
         summary.seconds = round(time.perf_counter() - started, 3)

@@ -9,6 +9,10 @@ A terminal's Ctrl-C goes to every process of its foreground group, children incl
 worker that took it would die mid-file and print a traceback of its own while its parent
 winds the run down (and stops its workers): children leave it to the parent
 (:func:`leave_interrupts_to_parent`).
+
+A run that stops (Ctrl-C, SIGTERM, a failure) waits for the tasks already running in its
+threads before it ends: a batch's embedding is a minute on a CPU. Such loops check
+:func:`check_stopping` between steps and give up (:func:`stoppable`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,51 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+
+class Stopping(Exception):
+    """The run is stopping (Ctrl-C, SIGTERM, a failure): work still in flight gives up."""
+
+
+_run_stop: ContextVar[threading.Event | None] = ContextVar("docflow_run_stop", default=None)
+
+
+@contextmanager
+def stoppable() -> Iterator[threading.Event]:
+    """Let the tasks submitted inside see that the run is stopping (an exception left it).
+
+    Prefect's thread pool copies the submitting context into each task's thread, so the
+    event reaches the tasks of this run only, not another flow's in the same process.
+    """
+    event = threading.Event()
+    token = _run_stop.set(event)
+    try:
+        yield event
+    except BaseException:
+        event.set()
+        raise
+    finally:
+        _run_stop.reset(token)
+
+
+def stop_event() -> threading.Event | None:
+    """Return the event of the run this code works for (``None`` outside a run)."""
+    return _run_stop.get()
+
+
+def check_stopping() -> None:
+    """Raise :class:`Stopping` if the run this code works for is stopping.
+
+    Raises:
+        Stopping: The run that submitted this task left its :func:`stoppable` block.
+
+    """
+    event = stop_event()
+    if event is not None and event.is_set():
+        raise Stopping("the run is stopping: work in flight gave up")
 
 
 def leave_interrupts_to_parent() -> None:

@@ -21,6 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from tasks.common.failpoints import failpoint
+from tasks.common.lifetime import check_stopping
+
 #: The arrays :func:`padded` builds, under the names transformer models take them by.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -78,11 +81,14 @@ def length_batches(
 
     Without ``token_budget`` every batch has ``batch_size`` rows; with it a batch takes
     ``max(batch_size, token_budget // width)`` rows, ``width`` being its longest member's
-    token count.
+    token count. Before each batch it checks that the run is not stopping, so a Ctrl-C
+    waits for one forward pass, not for the rest of the texts (tasks/common/lifetime.py).
     """
     order = np.argsort(-lengths, kind="stable")
     lo = 0
     while lo < len(order):
+        failpoint("embed:forward")
+        check_stopping()
         rows = batch_size
         if token_budget:
             rows = max(batch_size, token_budget // max(int(lengths[order[lo]]), 1))

@@ -10,13 +10,16 @@ Real Prefect (the session harness; subprocesses use its server), Chroma, model a
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from flows.ingest import ingest
+from tasks.common import failpoints, lifetime
 from tasks.common.config import IngestParams
 from tasks.common.tables import read_table
+from tasks.split.factory import build_splitter
 from tests.cli_subprocess import docflow
 from tests.conftest import SAMPLE
 from tests.index_state import manifest_ids, snapshot, warm_cache
@@ -115,3 +118,47 @@ def test_a_sigterm_is_recorded_as_terminated_and_the_rerun_converges(
     )
     ingest(params(corpus, data_dir))
     assert snapshot(data_dir) == edited_reference
+
+
+def test_a_failing_run_does_not_wait_for_the_rest_of_an_embedding_in_flight(
+    tmp_path: Path,
+) -> None:
+    """A run that stops (here a store that fails; a Ctrl-C or SIGTERM alike) waits for the
+    tasks running in its threads: a batch's embedding, a minute on a CPU, held a Ctrl-C
+    that long. Now the embedding in flight gives up before its next forward pass."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.md").write_text("# First\n\nOne short note about hives.\n")
+    (source / "b.md").write_text(
+        "\n\n".join(f"Paragraph {i} on frames, brood and varroa counts." for i in range(40))
+    )
+    passes: list[int] = []
+    stop_seen: list[bool] = []
+    second_batch_began = threading.Event()
+
+    def forward_pass() -> None:
+        passes.append(1)
+        if len(passes) == 2:  # the first batch (a.md) needs one pass: this is b.md's first
+            second_batch_began.set()
+        elif len(passes) == 3:  # b.md's second: go on once the run is stopping
+            stop = lifetime.stop_event()  # None: the embedding cannot see its run stop
+            stop_seen.append(stop is not None and stop.wait(120))
+
+    def failing_store() -> None:  # the first batch's store, while b.md embeds
+        assert second_batch_began.wait(120)
+        raise failpoints.FailpointError("the store failed")
+
+    run = IngestParams(
+        source=str(source), data_dir=str(tmp_path / "data"), batch_files=1,
+        chunk_size=20, chunk_overlap=0, embed_batch_size=1, workers=0,
+    )  # fmt: skip
+    with (
+        failpoints.on("embed:forward", forward_pass),
+        failpoints.on("store:before-upsert", failing_store),
+        pytest.raises(failpoints.FailpointError),
+    ):
+        ingest(run)
+    needed = len(build_splitter(run).split_spans((source / "b.md").read_text()))
+    assert needed >= 30  # one forward pass each (embed_batch_size=1)
+    assert stop_seen == [True]
+    assert len(passes) == 3, f"b.md's embedding ran {len(passes) - 1} of {needed} passes"
