@@ -240,7 +240,12 @@ class IngestParams(BaseModel):
     llm_model: str | None = Field(
         None, description="agentic splitter: the chat model that groups the propositions."
     )
-    batch_files: int = Field(64, gt=0, description="At most this many files per batch.")
+    batch_files: int = Field(
+        1000,
+        gt=0,
+        description="At most this many files per batch (a file gives at least one chunk, so "
+        "batch_chunks binds first unless raised).",
+    )
     batch_bytes: int = Field(
         8_000_000, gt=0, description="At most about this many bytes of files per batch."
     )

@@ -30,7 +30,7 @@ class BatchLimits:
     ``chunk_chars`` is the new text a chunk brings (its size less the overlap, in characters).
     """
 
-    files: int = 64
+    files: int = 1000
     bytes: int = 8_000_000
     chunks: int = 1000
     chunk_chars: int = 600

@@ -71,6 +71,7 @@ def _ingest_times(work: Path, model: str, repeats: int) -> dict[str, Any]:
     from flows import runtime
     from flows.ingest import ingest
     from tasks.common.config import IngestParams
+    from tasks.discover.plan import plan_files
 
     source = CORPORA / "markdown"
     result: dict[str, Any] = {"threads_s": [], "dask_s": []}
@@ -100,7 +101,7 @@ def _ingest_times(work: Path, model: str, repeats: int) -> dict[str, Any]:
     result.update(
         files=summary["files_seen"],
         chunks=summary["chunks_written"],
-        batches=-(-summary["files_seen"] // IngestParams().batch_files),
+        batches=len(plan_files(params("plan"), dict, False).batches),
         overhead_s=round(best_dask - best_threads, 2),
         overhead_ratio=round(best_dask / best_threads, 2),
     )

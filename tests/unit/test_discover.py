@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tasks.common.config import LoaderOptions
+from tasks.common.config import IngestParams, LoaderOptions
 from tasks.common.documents import FileRef, file_sha256, printable_name
 from tasks.common.errors import ConfigError
 from tasks.discover import files as discover_module
 from tasks.discover.batches import BatchLimits, estimate_chunks, plan_batches
 from tasks.discover.files import discover
+from tasks.discover.plan import limits_of
 from tasks.load.batch import load_batch
 
 
@@ -333,6 +334,16 @@ def test_batches_are_cut_by_estimated_chunks_and_start_small() -> None:
     assert [len(b) for b in batches] == [2, 4, 8, 2]
     big = refs([600, 600 * 20, 600])  # a file over the target is a batch of its own
     assert [len(b) for b in plan_batches(big, BatchLimits(100, 10**9, 8, 600))] == [1, 1, 1]
+
+
+def test_small_files_fill_batches_by_chunks_under_the_default_limits() -> None:
+    """5,000 one-chunk notes: batches of a quarter, half, then all of ``batch_chunks``, not
+    79 batches of 64 files (what a batch costs beyond its chunks then added up)."""
+    params = IngestParams()
+    limits = limits_of(params)
+    batches = plan_batches(refs([120] * 5000), limits)
+    chunks = params.batch_chunks
+    assert [len(b) for b in batches] == [chunks // 4, chunks // 2, *[chunks] * 4, 250]
 
 
 def test_estimated_chunks_follow_text_not_markup(tmp_path: Path) -> None:
