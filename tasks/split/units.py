@@ -59,8 +59,7 @@ class TokenOffsets:
 
     ``starts[i]``/``ends[i]`` are the characters token ``i`` touches (a token holding part of a
     multi-byte character touches all of it); ``cuttable[i]`` says whether a window may begin
-    at token ``i`` without cutting a character. numpy arrays (int64, int64, bool): a document
-    of millions of tokens held as Python lists took about 40 bytes a token for each.
+    at token ``i`` without cutting a character. numpy arrays: lists took ~40 bytes a token.
     """
 
     starts: np.ndarray
@@ -279,10 +278,8 @@ class HuggingFaceUnit:
             TypeError: If the tokenizer has no fast (Rust) backend to give offsets.
 
         """
-        import numpy as np
-
         starts, ends = self._spans(text)
-        offsets = TokenOffsets(starts, ends, np.ones(len(starts), dtype=bool))
+        offsets = TokenOffsets(starts, ends, starts >= 0)  # every token starts a character
         if not self._whitespace_split():
             return offsets, lambda start, end: self(text[start:end])
         return offsets, WhitespaceCounter(text, starts, self, self._edges)
