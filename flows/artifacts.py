@@ -10,8 +10,10 @@ run. The data comes from the run summary and the run's chunk table (``tasks/comm
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,16 +45,55 @@ def artifact_key(kind: str, collection: str) -> str:
 
 
 class ProgressArtifact:
-    """A progress artifact that follows the batches of one run (a progress listener)."""
+    """A progress artifact that follows the batches of one run (a progress listener).
+
+    Each update is an HTTP call to Prefect's API, made by a thread of its own: called from
+    the flow, between one batch's store and the next, it held the store chain (about 30
+    ms a batch on a local server, a round trip to a remote one). The thread sends the
+    latest value only, and an update that fails is logged, not the run's failure.
+    """
 
     def __init__(self, key: str, description: str):
-        """Create the artifact at 0 %."""
+        """Create the artifact at 0 % and start the thread that updates it."""
         created = create_progress_artifact(0.0, key=key, description=description)
         self.id: UUID = created  # type: ignore[assignment]  # sync call: a UUID, not a coroutine
+        self._latest: float | None = None
+        self._closed = False
+        self._wake = threading.Condition()
+        # in this context: the thread must reach the same Prefect API (settings are contextvars)
+        run = contextvars.copy_context().run
+        self._thread = threading.Thread(target=run, args=(self._send,), daemon=True)
+        self._thread.start()
 
     def __call__(self, done: int, total: int) -> None:
         """Set the progress to ``done`` of ``total`` batches."""
-        update_progress_artifact(self.id, progress=round(100.0 * done / max(total, 1), 1))
+        self.set(round(100.0 * done / max(total, 1), 1))
+
+    def set(self, percent: float) -> None:
+        """Have the thread send ``percent`` (replacing a value not sent yet)."""
+        with self._wake:
+            self._latest = percent
+            self._wake.notify()
+
+    def close(self) -> None:
+        """Send what is left and stop the thread."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join()
+
+    def _send(self) -> None:
+        while True:
+            with self._wake:
+                while self._latest is None and not self._closed:
+                    self._wake.wait()
+                percent, self._latest = self._latest, None
+            if percent is None:  # closed, nothing left to send
+                return
+            try:
+                update_progress_artifact(self.id, progress=percent)
+            except Exception as exc:  # noqa: BLE001 - a progress bar never fails a run
+                log.warning("could not update the progress artifact: %s", describe(exc))
 
 
 @contextmanager
@@ -61,9 +102,15 @@ def track_progress(collection: str) -> Iterator[ProgressArtifact]:
     bar = ProgressArtifact(
         artifact_key("ingest-progress", collection), f"Batches stored into {collection}"
     )
-    with progress.listen(bar):
-        yield bar
-    update_progress_artifact(bar.id, progress=100.0)
+    completed = False
+    try:
+        with progress.listen(bar):
+            yield bar
+        completed = True
+    finally:
+        if completed:
+            bar.set(100.0)
+        bar.close()
 
 
 def summary_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
