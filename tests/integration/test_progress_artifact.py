@@ -13,7 +13,6 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterId
 
 from flows import artifacts, progress
 
-
 IDS: list[uuid.UUID] = []  # the artifacts of the runs of `reporting` (parameters are copies)
 
 
