@@ -93,6 +93,7 @@ def run_ingest(
         summary.status = "failed"
         summary.seconds = round(time.perf_counter() - started, 3)
         extra["error"] = describe(exc)
+        narrative.stopped(get_run_logger(), summary, extra["error"])
         # the run's own error is the one to report; if even its record cannot be written
         # (a full disk), the next run of the collection marks it interrupted
         with suppress(StateError):

@@ -48,6 +48,19 @@ def noticed(log: Logger, warnings: list[str]) -> None:
         log.warning("%s", line)
 
 
+def stopped(log: Logger, summary: RunSummary, error: str) -> None:
+    """Log why the run stopped and what stays of it.
+
+    A warning: the CLI keeps Prefect's errors off the terminal, and a SIGTERM ends the
+    process before the CLI prints anything.
+    """
+    log.warning(
+        "stopped: %s; %d chunks written before it stay, and the next run goes on from there",
+        error,
+        summary.chunks_written,
+    )
+
+
 def finished(log: Logger, summary: RunSummary) -> None:
     """Log the run's summary in one line."""
     s = summary

@@ -111,6 +111,8 @@ def test_a_sigterm_is_recorded_as_terminated_and_the_rerun_converges(
     env = {"DOCFLOW_FAILPOINT": "store:after-upsert=term@2", "DOCFLOW_BATCH_FILES": "3"}
     stopped = docflow(*args, env=env)
     assert stopped.returncode == -15, stopped.stderr[-2000:]
+    # the process dies by the signal: the run's own warning is the one line that says why
+    assert "stopped: terminated (SIGTERM: stopped from outside); " in stopped.stderr
     last = max(read_table(data_dir, "runs").to_pylist(), key=lambda r: r["run_id"])
     assert (last["status"], last["error"]) == (
         "failed",

@@ -139,6 +139,7 @@ def test_ctrl_c_stops_the_run_in_one_line_and_its_temporary_server_with_it(
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "docflow: aborted" in proc.stderr, proc.stderr[-3000:]
+    assert "stopped: interrupted (Ctrl-C); " in proc.stderr, proc.stderr[-3000:]
     for noise in ("Traceback", "KeyboardInterrupt", "ConnectError", "Unable to connect"):
         assert noise not in proc.stderr, proc.stderr[-3000:]
     runs = read_table(warm_data_dir, "runs").to_pylist()
