@@ -54,11 +54,14 @@ def stopped(log: Logger, summary: RunSummary, error: str) -> None:
     A warning: the CLI keeps Prefect's errors off the terminal, and a SIGTERM ends the
     process before the CLI prints anything.
     """
-    log.warning(
-        "stopped: %s; %d chunks written before it stay, and the next run goes on from there",
-        error,
-        summary.chunks_written,
-    )
+    if summary.mode == "reingest":
+        stays = "the serving version still answers, and the next reingest starts clean"
+    else:
+        stays = (
+            f"{summary.chunks_written} chunks written before it stay, and the next run goes "
+            "on from there"
+        )
+    log.warning("stopped: %s; %s", error, stays)
 
 
 def finished(log: Logger, summary: RunSummary) -> None:

@@ -232,7 +232,10 @@ def test_splitter_change_resplits_every_file(ingested: tuple[Path, Path], tmp_pa
 
 
 def test_failed_reingest_keeps_serving_the_old_version(
-    ingested: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ingested: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     corpus, data_dir = ingested
     before = snapshot(data_dir)
@@ -246,6 +249,10 @@ def test_failed_reingest_keeps_serving_the_old_version(
     with pytest.raises(failpoints.FailpointError):
         reingest(params(corpus, data_dir))
     monkeypatch.delenv("DOCFLOW_FAILPOINT")
+    assert (
+        "stopped: FailpointError: failpoint embed:after-encode reached; the serving version "
+        "still answers, and the next reingest starts clean"
+    ) in caplog.text
 
     assert serving_collection(data_dir, "docflow") == "docflow"
     assert snapshot(data_dir) == before
