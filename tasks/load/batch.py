@@ -16,6 +16,7 @@ from tasks.common.config import LoaderOptions
 from tasks.common.documents import Document, FileRef, valid_text
 from tasks.common.errors import LoadError
 from tasks.common.failpoints import failpoint
+from tasks.common.lifetime import check_stopping
 from tasks.common.tables import DocumentRow
 from tasks.load.base import (
     Loader,
@@ -113,7 +114,10 @@ def iter_load(
 
 
 def load_batch(files: Sequence[FileRef], options: LoaderOptions | None = None) -> list[DocumentRow]:
-    """Load every file of a batch, in order (see :func:`iter_load`)."""
+    """Load every file of a batch, in order (see :func:`iter_load`).
+
+    A run that stops (tasks/common/lifetime.py) abandons the batch after the file at hand.
+    """
     rows: list[DocumentRow] = []
     # closing: an error here must stop the workers (and free their slots) now, not
     # whenever the half-consumed generator is collected
@@ -122,6 +126,7 @@ def load_batch(files: Sequence[FileRef], options: LoaderOptions | None = None) -
             if rows and rows[-1].source != row.source:
                 failpoint("load:after-file")  # the crash-safety tests stop a run mid-load here
             rows.append(row)
+            check_stopping()
     if rows:
         failpoint("load:after-file")
     return rows

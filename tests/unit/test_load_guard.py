@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from tasks.common import failpoints
 from tasks.common.config import LoaderOptions
 from tasks.common.documents import FileRef
+from tasks.common.lifetime import Stopping, stoppable
 from tasks.discover.files import discover
 from tasks.load import base as load_base
 from tasks.load import iter_load, load_batch, load_file, register
@@ -236,3 +238,20 @@ def test_a_daemonic_process_loads_in_process(tmp_path: Path) -> None:
     proc.join(timeout=30)
     assert proc.exitcode == 0
     assert rows == [("a.txt", "loaded", True), ("b.md", "loaded", True)]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_stopping_run_abandons_its_batch_after_the_file_at_hand(
+    tmp_path: Path, workers: int
+) -> None:
+    """A Ctrl-C waited for the whole batch to load (a batch holds up to 1,000 files)."""
+    files = corpus(tmp_path, {f"f{i}.txt": f"file {i}\n" for i in range(6)})
+    reads: list[int] = []  # files read in this process (workers=0)
+    with (
+        stoppable() as stop,
+        failpoints.on("load:before-read", lambda: reads.append(1)),
+        failpoints.on("load:after-file", stop.set),  # the second file's row has arrived
+        pytest.raises(Stopping),
+    ):
+        load_batch(files, LoaderOptions(workers=workers))
+    assert len(reads) == (2 if workers == 0 else 0)  # the third file was never read here
