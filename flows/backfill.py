@@ -17,6 +17,7 @@ from prefect import flow
 
 from flows import artifacts, runtime
 from flows.ingest import ingest
+from tasks.common import lifetime
 from tasks.common.config import BackfillParams, IngestParams
 from tasks.common.errors import DocflowError
 from tasks.discover.partitions import partition_dates
@@ -72,12 +73,21 @@ def backfill(params: BackfillParams | None = None) -> dict[str, Any]:
     start = p.start or runtime.scheduled_date()
     days = partition_dates(start, p.end or start)
     with ThreadPoolExecutor(p.max_parallel, thread_name_prefix="partition") as pool:
-        # each subflow runs in a copy of this context, so Prefect records it as our child
-        futures = [
-            (day, pool.submit(contextvars.copy_context().run, _ingest_partition, p.ingest, day))
-            for day in days
-        ]
-        rows = [_row(day, future) for day, future in futures]
+        # a Ctrl-C or SIGTERM reaches this thread only: the partitions not started are
+        # cancelled and the running ones stop with this block, else the pool's exit would
+        # wait for every remaining day
+        with lifetime.stoppable():
+            # each subflow runs in a copy of this context, so Prefect records it as our child
+            futures = [
+                (day, pool.submit(contextvars.copy_context().run, _ingest_partition, p.ingest, day))
+                for day in days
+            ]
+            try:
+                rows = [_row(day, future) for day, future in futures]
+            except BaseException:
+                for _, future in futures:
+                    future.cancel()
+                raise
     artifacts.publish_backfill(p.ingest.collection, rows)
     failed = [r["date"] for r in rows if r["status"] != "completed"]
     if failed:

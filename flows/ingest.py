@@ -133,6 +133,7 @@ def _stages(
         stages.append((loaded, chunks, vectors))
 
     for done, (loaded, chunks, vectors) in enumerate(stages, start=1):
+        lifetime.check_stopping()  # a backfill that stops stops its partitions' runs
         synced = store_task(ctx, loaded, chunks, vectors)  # type: ignore[call-overload]
         docs, split, embedded = loaded.result(), chunks.result(), vectors.result()
         summary.add_batch(docs, split, embedded, synced)

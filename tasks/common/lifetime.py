@@ -26,12 +26,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from tasks.common.errors import DocflowError
 
-class Stopping(Exception):
+
+class Stopping(DocflowError):
     """The run is stopping (Ctrl-C, SIGTERM, a failure): work still in flight gives up."""
 
 
-_run_stop: ContextVar[threading.Event | None] = ContextVar("docflow_run_stop", default=None)
+#: The stop events of the runs this code works for, outermost first (a backfill's, then
+#: its partition's).
+_run_stops: ContextVar[tuple[threading.Event, ...]] = ContextVar("docflow_run_stop", default=())
 
 
 @contextmanager
@@ -39,34 +43,38 @@ def stoppable() -> Iterator[threading.Event]:
     """Let the tasks submitted inside see that the run is stopping (an exception left it).
 
     Prefect's thread pool copies the submitting context into each task's thread, so the
-    event reaches the tasks of this run only, not another flow's in the same process.
+    event reaches the tasks of this run only, not another flow's in the same process; a
+    run started inside another's block (a backfill's partition) stops with it too.
     """
     event = threading.Event()
-    token = _run_stop.set(event)
+    token = _run_stops.set((*_run_stops.get(), event))
     try:
         yield event
     except BaseException:
         event.set()
         raise
     finally:
-        _run_stop.reset(token)
+        _run_stops.reset(token)
 
 
 def stop_event() -> threading.Event | None:
     """Return the event of the run this code works for (``None`` outside a run)."""
-    return _run_stop.get()
+    events = _run_stops.get()
+    return events[-1] if events else None
 
 
 def check_stopping() -> None:
-    """Raise :class:`Stopping` if the run this code works for is stopping.
+    """Raise :class:`Stopping` if the run this code works for, or one around it, is stopping.
 
     Raises:
-        Stopping: The run that submitted this task left its :func:`stoppable` block.
+        Stopping: A run that submitted this task left its :func:`stoppable` block.
 
     """
-    event = stop_event()
-    if event is not None and event.is_set():
-        raise Stopping("the run is stopping: work in flight gave up")
+    *outer, own = _run_stops.get() or (None,)
+    if own is not None and own.is_set():
+        raise Stopping("the run stopped: work in flight gave up")
+    if any(event.is_set() for event in outer):
+        raise Stopping("the run that started this one stopped (a backfill's Ctrl-C or SIGTERM)")
 
 
 def leave_interrupts_to_parent() -> None:

@@ -152,3 +152,37 @@ def test_ctrl_c_stops_the_run_in_one_line_and_its_temporary_server_with_it(
         except OSError:
             continue
         assert port.group(1).encode() not in args, "the temporary server outlived the command"
+
+
+def test_ctrl_c_stops_a_backfill_without_running_the_days_left(
+    warm_data_dir: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C reaches the backfill's thread only; its pool's exit used to wait for every
+    remaining day (a month's backfill ran to its end). Now the days not started are
+    cancelled and the one running stops with it."""
+    from tasks.common.tables import read_table
+
+    landing = tmp_path / "landing"
+    for day in ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"):
+        shutil.copytree(REPO / "data" / "raw", landing / day)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server
+    env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "DOCFLOW_BATCH_FILES": "2"})
+    env["DOCFLOW_FAILPOINT"] = "store:after-upsert=interrupt@1"
+    database = migrated_database(tmp_path / "prefect.db")
+    if database:
+        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows", "backfill", "--source-template",
+         str(landing / "{date:%F}"), "--start", "2026-11-01", "--end", "2026-11-04",
+         "--max-parallel", "1", "--data-dir", str(warm_data_dir)],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
+        start_new_session=True,  # its own group, as a terminal's foreground job
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "docflow: aborted" in proc.stderr, proc.stderr[-3000:]
+    runs = read_table(warm_data_dir, "runs").to_pylist()
+    assert len(runs) == 1, [(r["run_id"], r["status"]) for r in runs]  # the first day only
+    assert (runs[0]["status"], runs[0]["error"]) == (
+        "failed",
+        "the run that started this one stopped (a backfill's Ctrl-C or SIGTERM)",
+    )

@@ -39,3 +39,18 @@ def test_a_run_that_ends_normally_stops_nothing_and_other_runs_are_left_alone() 
     first_context.run(check_stopping)  # the other run's tasks go on
     with pytest.raises(Stopping):
         second_context.run(check_stopping)
+
+
+def test_a_run_started_inside_another_stops_with_it_and_not_the_other_way() -> None:
+    """A backfill's partitions are runs of their own inside the backfill's block."""
+    with pytest.raises(KeyboardInterrupt), stoppable():  # the backfill
+        with stoppable():  # a partition's run, started from the backfill
+            partition = contextvars.copy_context()
+        raise KeyboardInterrupt
+    with pytest.raises(Stopping, match="the run that started this one stopped"):
+        partition.run(check_stopping)
+    with stoppable() as backfill:
+        with pytest.raises(ValueError), stoppable():  # one partition fails
+            raise ValueError
+        check_stopping()  # the others go on
+    assert not backfill.is_set()
