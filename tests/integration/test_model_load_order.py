@@ -109,6 +109,25 @@ def test_a_first_ingest_starts_the_server_first_and_plans_before_the_model_loads
     assert meta["dimension"] == 384
 
 
+def ctrl_c_after_first_store(
+    tmp_path: Path, batch_files: int, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``docflow ARGS`` in a new process group, Ctrl-C'd (SIGINT to the group) after
+    its first batch is stored; no Prefect server configured (a temporary one)."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update({"PREFECT_HOME": str(tmp_path / "prefect-home")})
+    env.update({"DOCFLOW_BATCH_FILES": str(batch_files)})
+    env["DOCFLOW_FAILPOINT"] = "store:after-upsert=interrupt@1"
+    database = migrated_database(tmp_path / "prefect.db")
+    if database:
+        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database
+    return subprocess.run(
+        [sys.executable, "-m", "flows", *args],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
+        start_new_session=True,  # its own group, as a terminal's foreground job
+    )  # fmt: skip
+
+
 def test_ctrl_c_stops_the_run_in_one_line_and_its_temporary_server_with_it(
     warm_data_dir: Path, tmp_path: Path
 ) -> None:
@@ -125,17 +144,9 @@ def test_ctrl_c_stops_the_run_in_one_line_and_its_temporary_server_with_it(
 
     source = tmp_path / "docs"
     shutil.copytree(REPO / "data" / "raw", source)
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server
-    env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "DOCFLOW_BATCH_FILES": "3"})
-    env["DOCFLOW_FAILPOINT"] = "store:after-upsert=interrupt@1"
-    database = migrated_database(tmp_path / "prefect.db")
-    if database:
-        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows", "ingest", "--source", str(source), "--data-dir",
-         str(warm_data_dir), "--workers", "2"],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
-        start_new_session=True,  # its own group, as a terminal's foreground job
+    proc = ctrl_c_after_first_store(
+        tmp_path, 3, "ingest", "--source", str(source), "--data-dir", str(warm_data_dir),
+        "--workers", "2",
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "docflow: aborted" in proc.stderr, proc.stderr[-3000:]
@@ -165,18 +176,10 @@ def test_ctrl_c_stops_a_backfill_without_running_the_days_left(
     landing = tmp_path / "landing"
     for day in ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"):
         shutil.copytree(REPO / "data" / "raw", landing / day)
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server
-    env.update({"PREFECT_HOME": str(tmp_path / "prefect-home"), "DOCFLOW_BATCH_FILES": "2"})
-    env["DOCFLOW_FAILPOINT"] = "store:after-upsert=interrupt@1"
-    database = migrated_database(tmp_path / "prefect.db")
-    if database:
-        env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows", "backfill", "--source-template",
-         str(landing / "{date:%F}"), "--start", "2026-11-01", "--end", "2026-11-04",
-         "--max-parallel", "1", "--data-dir", str(warm_data_dir)],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
-        start_new_session=True,  # its own group, as a terminal's foreground job
+    proc = ctrl_c_after_first_store(
+        tmp_path, 2, "backfill", "--source-template", str(landing / "{date:%F}"),
+        "--start", "2026-11-01", "--end", "2026-11-04", "--max-parallel", "1",
+        "--data-dir", str(warm_data_dir),
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "docflow: aborted" in proc.stderr, proc.stderr[-3000:]
