@@ -87,7 +87,7 @@ def run_ingest(
     summary.warnings.extend(mark_interrupted(params.data_path, params.collection, ctx.run_id))
     write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
     try:
-        with lifetime.stoppable():  # a Ctrl-C or failure: the embedding in flight gives up
+        with lifetime.stoppable():  # a Ctrl-C or failure: the work in flight gives up
             extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)
     except BaseException as exc:
         summary.status = "failed"

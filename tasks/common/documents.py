@@ -115,6 +115,11 @@ def unreadable_reason(exc: OSError) -> str:
     return f"unreadable: {what[:1].lower()}{what[1:]}"
 
 
+def too_large_reason(size: int, limit: int) -> str:
+    """Return the one-line reason for a file over the size limit (refused unread)."""
+    return f"file too large: {size} bytes > limit {limit}"
+
+
 #: Metadata keys that identify one Document inside its source file (a PDF page, a CSV row).
 PART_KEYS: tuple[str, ...] = ("page", "row")
 

@@ -24,7 +24,13 @@ from pathlib import Path
 
 from wcmatch import glob as wglob
 
-from tasks.common.documents import FileRef, file_sha256, printable_name, unreadable_reason
+from tasks.common.documents import (
+    FileRef,
+    file_sha256,
+    printable_name,
+    too_large_reason,
+    unreadable_reason,
+)
 from tasks.common.errors import ConfigError
 from tasks.index.manifest import FileState
 
@@ -125,7 +131,7 @@ def fingerprint_file(path: Path, root: Path, max_size: int | None = None) -> Fil
         stat = path.stat()
         size, mtime = stat.st_size, stat.st_mtime
         if max_size is not None and size > max_size:
-            too_large = f"file too large: {size} bytes > limit {max_size}"
+            too_large = too_large_reason(size, max_size)
             return FileRef(abspath, source, size, mtime, "", error=too_large)
         return FileRef(abspath, source, size, mtime, file_sha256(path))
     except OSError as exc:

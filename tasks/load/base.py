@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
 from tasks.common.config import LoaderOptions
-from tasks.common.documents import Document, FileRef, printable_name, unreadable_reason
+from tasks.common.documents import (
+    Document,
+    FileRef,
+    printable_name,
+    too_large_reason,
+    unreadable_reason,
+)
 from tasks.common.errors import LoadError
 from tasks.common.failpoints import failpoint
 from tasks.load.encoding import Decoded, decode_text
@@ -146,13 +152,13 @@ def read_bytes(file: FileRef, max_bytes: int | None = None) -> bytes:
     (see :func:`recording_reads`).
     """
     if max_bytes is not None and file.size > max_bytes:
-        raise LoadError(f"file too large: {file.size} bytes > limit {max_bytes}")
+        raise LoadError(too_large_reason(file.size, max_bytes))
     failpoint("load:before-read")
     try:
         with open(file.path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if max_bytes is not None and size > max_bytes:
-                raise LoadError(f"file too large: {size} bytes > limit {max_bytes}")
+                raise LoadError(too_large_reason(size, max_bytes))
             # read at most one byte past the limit (read(n) allocates n bytes up front)
             data = fh.read() if max_bytes is None else fh.read(min(size, max_bytes) + 1)
     except OSError as exc:

@@ -13,7 +13,7 @@ from collections.abc import Generator, Sequence
 from contextlib import closing
 
 from tasks.common.config import LoaderOptions
-from tasks.common.documents import Document, FileRef, valid_text
+from tasks.common.documents import Document, FileRef, too_large_reason, valid_text
 from tasks.common.errors import LoadError
 from tasks.common.failpoints import failpoint
 from tasks.common.lifetime import check_stopping
@@ -60,7 +60,7 @@ def load_with(loader: Loader, file: FileRef, options: LoaderOptions) -> list[Doc
         return [failed_row(file, loader.name, file.error)]
     try:
         if file.size > options.max_file_size:
-            raise LoadError(f"file too large: {file.size} bytes > limit {options.max_file_size}")
+            raise LoadError(too_large_reason(file.size, options.max_file_size))
         with recording_reads() as reads:
             docs = list(loader.load(file))
         if not docs:
