@@ -163,6 +163,7 @@ def _plan_report(params: Any) -> dict[str, Any]:
         "batches": len(plan.batches),
         "process": [
             {"source": f.source, "why": plan.why[f.source], "bytes": f.size}
+            | ({"error": f.error} if f.error else {})  # known to fail: too large, unreadable
             for batch in plan.batches
             for f in batch
         ],
@@ -175,7 +176,8 @@ def _plan_report(params: Any) -> dict[str, Any]:
 def _print_plan(report: dict[str, Any], indent: str = "  ") -> None:
     """Print a plan report file by file: why each file is processed, what is deleted."""
     for row in report["process"]:
-        click.echo(f"{indent}{row['why']:<9} {shown_name(row['source'])}")
+        fails = f"  (will fail: {row['error']})" if "error" in row else ""
+        click.echo(f"{indent}{row['why']:<9} {shown_name(row['source'])}{fails}")
     for source in report["delete"]:
         click.echo(f"{indent}{'delete':<9} {shown_name(source)}")
     for warning in report["warnings"]:

@@ -121,6 +121,15 @@ def test_a_dry_run_on_a_new_data_dir_creates_nothing_and_strict_counts_its_warni
     assert not data_dir.exists()
     assert main([*args, "--include", "**/*.md", "--include", "*.docx", "--strict"]) == 3
     assert "  warning   --include '*.docx' matched no file" in capsys.readouterr().out
+    # a file over the size limit is known to fail before anything is read
+    assert main([*args, "--max-file-size", "100", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["process"]
+    big = [r for r in rows if r["bytes"] > 100]
+    assert big and all(r["error"].startswith("file too large: ") for r in big)
+    assert all("error" not in r for r in rows if r["bytes"] <= 100)
+    assert main([*args, "--max-file-size", "100"]) == 0
+    fails = [line for line in capsys.readouterr().out.splitlines() if "(will fail: " in line]
+    assert len(fails) == len(big)
 
 
 def test_a_file_whose_name_is_not_utf8_is_ingested_skipped_and_deleted(
