@@ -133,11 +133,12 @@ def run_command(argv: list[str], env: dict[str, str] | None = None) -> dict[str,
     }
 
 
-def ingest(source: Path, data_dir: Path) -> dict[str, Any]:
-    """Run ``docflow ingest`` of ``source`` into ``data_dir`` as a command."""
+def ingest(source: Path, data_dir: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``docflow ingest`` of ``source`` into ``data_dir`` as a command (``env``: its own)."""
     return run_command(
         [str(BIN / "docflow"), "ingest", "--source", str(source), "--data-dir", str(data_dir)]
-        + ["--json"]
+        + ["--json"],
+        env,
     )
 
 

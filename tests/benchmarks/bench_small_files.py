@@ -52,15 +52,10 @@ def own_encoder(texts: list[str]) -> float:
 
 def run_ingest(source: Path, data_dir: Path, batch_files: int | None) -> dict[str, Any]:
     """Ingest ``source`` as a command; ``batch_files`` set through the environment."""
-    saved = os.environ.get("DOCFLOW_BATCH_FILES")
+    env = {k: v for k, v in os.environ.items() if k != "DOCFLOW_BATCH_FILES"}
     if batch_files is not None:
-        os.environ["DOCFLOW_BATCH_FILES"] = str(batch_files)
-    try:
-        run = ingest(source, data_dir)
-    finally:
-        os.environ.pop("DOCFLOW_BATCH_FILES", None)
-        if saved is not None:
-            os.environ["DOCFLOW_BATCH_FILES"] = saved
+        env["DOCFLOW_BATCH_FILES"] = str(batch_files)
+    run = ingest(source, data_dir, env)
     summary = run["result"]
     assert summary.get("chunks_written") == FILES, summary
     return {
