@@ -5,22 +5,42 @@ evaluate; clear, restore and inspect; split; deploy and serve), with the options
 commands share and the one mapping of errors to exit codes in
 :mod:`flows.commands.common`. ``--json`` prints one JSON object on stdout; logs go to
 stderr. Exit codes: 0 done, 1 the run failed, 2 bad usage or configuration, 3 done but
-files failed and ``--strict``.
+files failed and ``--strict``, 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 import click
 
 from flows.commands import admin, deploy, evaluate, ingest, query, split
 from flows.commands.common import EMBED_BACKENDS as EMBED_BACKENDS
-from flows.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, take_failure
+from flows.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    take_failure,
+)
 from flows.commands.common import FUSIONS as FUSIONS
 from flows.commands.common import RETRIEVALS as RETRIEVALS
 from flows.env import apply_defaults
+
+TERMINATED = "terminated (SIGTERM: stopped from outside)"
+
+
+class Terminated(BaseException):
+    """SIGTERM reached the command (``docker stop``, a pod's eviction).
+
+    A BaseException, like KeyboardInterrupt: no ``except Exception`` on the way takes it
+    for an error to report or retry.
+    """
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,8 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     take_failure()
     try:
-        # standalone_mode=False: click returns an Exit's code instead of calling sys.exit
-        code = cli.main(args=args, prog_name="docflow", standalone_mode=False)
+        with stopped_by_sigterm():
+            # standalone_mode=False: click returns an Exit's code instead of calling sys.exit
+            code = cli.main(args=args, prog_name="docflow", standalone_mode=False)
+    except Terminated:
+        click.echo(f"docflow: {TERMINATED}", err=True)
+        return _failed(args, take_failure() or TERMINATED, EXIT_TERMINATED)
     except click.exceptions.Abort:
         click.echo("docflow: aborted", err=True)
         return _failed(args, "aborted", EXIT_FAILED)
@@ -67,6 +91,33 @@ def main(argv: list[str] | None = None) -> int:
     code = code if isinstance(code, int) else EXIT_OK
     error = take_failure()
     return _failed(args, error, code) if error is not None else code
+
+
+@contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """Turn a SIGTERM into :class:`Terminated`, so the command ends as a normal exit.
+
+    A flow run takes SIGTERM over while it runs (Prefect records the run as stopped, then
+    sends the signal again to the handler it found: this one). Ending by the signal
+    itself skipped the interpreter's exit: the load workers and the embedding child were
+    not stopped and ``multiprocessing`` warned of leaked semaphores; and ``--json`` printed
+    nothing. A second SIGTERM ends the process at once. Only the main thread can set a
+    handler: elsewhere (a test calling :func:`main` from a thread) nothing changes.
+    """
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _failed(args: list[str], error: str, code: int) -> int:

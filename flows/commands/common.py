@@ -17,9 +17,11 @@ from urllib.parse import urlsplit
 
 import click
 
-from tasks.common.errors import ConfigError, DocflowError, describe
+from tasks.common.errors import ConfigError, DocflowError, describe, stop_signal
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STRICT = 0, 1, 2, 3
+#: A command that SIGTERM stopped: 128 + 15, what a shell reports for a process it ended.
+EXIT_TERMINATED = 143
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Choices of options whose settings module is imported only when a command runs (a test
@@ -129,7 +131,10 @@ def errors_to_exit_codes() -> Iterator[None]:
         server = unreachable_api(exc)
         if server:
             raise fail(server, EXIT_USAGE) from exc
-        raise fail(describe(exc), EXIT_FAILED) from exc  # the line the run's record has
+        # the line the run's record has; a failure that a SIGTERM set off is the stop
+        stop = stop_signal(exc)
+        terminated = stop is not None and not isinstance(stop, KeyboardInterrupt)
+        raise fail(describe(exc), EXIT_TERMINATED if terminated else EXIT_FAILED) from exc
 
 
 def warn_unknown_env() -> None:

@@ -42,10 +42,30 @@ def describe(exc: BaseException) -> str:
     """
     if isinstance(exc, DocflowError):
         return str(exc)
-    if isinstance(exc, KeyboardInterrupt):
+    stop = stop_signal(exc)
+    if isinstance(stop, KeyboardInterrupt):
         return "interrupted (Ctrl-C)"
-    signum = getattr(exc, "signal", None)  # Prefect's TerminationSignal: a SIGTERM (a stop)
-    if type(exc).__name__ == "TerminationSignal" and isinstance(signum, int):
-        return f"terminated ({signal.Signals(signum).name}: stopped from outside)"
+    if stop is not None:
+        return f"terminated ({signal.Signals(stop.signal).name}: stopped from outside)"  # type: ignore[attr-defined]
     message = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def stop_signal(exc: BaseException) -> BaseException | None:
+    """Return the Ctrl-C or SIGTERM that ``exc`` stems from, if it does (else None).
+
+    A signal can land while Prefect's task engine sets a task run up; its handling then
+    fails in turn (``ValueError: Task run is not set``), and that error, not the signal,
+    reaches the run. The stop is what happened: it is found in the exception's chain.
+    """
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if isinstance(at, KeyboardInterrupt):
+            return at
+        signum = getattr(at, "signal", None)  # Prefect's TerminationSignal: a SIGTERM
+        if type(at).__name__ == "TerminationSignal" and isinstance(signum, int):
+            return at
+        at = at.__cause__ or at.__context__
+    return None
