@@ -63,6 +63,11 @@ def stop_event() -> threading.Event | None:
     return events[-1] if events else None
 
 
+def stopping() -> bool:
+    """Return whether the run this code works for, or one around it, is stopping."""
+    return any(event.is_set() for event in _run_stops.get())
+
+
 def check_stopping() -> None:
     """Raise :class:`Stopping` if the run this code works for, or one around it, is stopping.
 

@@ -12,6 +12,12 @@ worker keeps the last few it unpickled, keyed by their bytes' hash. Splitters th
 pickled (an LLM client, a loaded model) split in the calling process, as does everything
 when ``workers`` is 0 or the process may not have children (a Dask worker). The chunks are
 the same either way (a test splits the shared corpora both ways).
+
+A run that stops (Ctrl-C, SIGTERM, a failure: tasks/common/lifetime.py) does not wait for
+a batch a worker is splitting (one large file is minutes of it): the waiting task kills the
+pool's workers and gives up. A pool's workers go together (a worker's death breaks its
+pool), so another run of the process whose split was in the pool splits its batch again,
+once, in a new pool.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ import pickle
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.common.lifetime import exit_with
+from tasks.common.lifetime import check_stopping, exit_with, stopping
 from tasks.common.memory import release_memory
 from tasks.common.tables import chunks_table, read_documents, write_atomic
 from tasks.split.base import SpanSplitter
@@ -39,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: Splitters a worker keeps unpickled (a run uses one; a process may serve a few).
 _KEEP = 2
+#: Seconds between two looks at whether the run stopped, while a worker splits.
+_POLL_S = 0.2
 
 _splitters: OrderedDict[str, SpanSplitter] = OrderedDict()
 _pool: ProcessPoolExecutor | None = None
@@ -140,5 +150,46 @@ def split_batch(documents: Path, chunks: Path, splitter: SpanSplitter, workers: 
     if pickled is None:
         return split_part(documents, chunks, splitter)
     blob, key = pickled
-    future = _executor(workers).submit(_split_in_worker, str(documents), str(chunks), blob, key)
-    return future.result()
+    for attempt in (1, 2):
+        pool = _executor(workers)
+        future = pool.submit(_split_in_worker, str(documents), str(chunks), blob, key)
+        try:
+            return _wait(future, pool)
+        except BrokenProcessPool:
+            _discard(pool)
+            check_stopping()
+            if attempt == 2:
+                raise
+            log.warning("the split workers were stopped (another run stopping?): splitting again")
+    raise AssertionError("unreachable")
+
+
+def _wait(future: Future[SplitResult], pool: ProcessPoolExecutor) -> SplitResult:
+    """Return the split's result, or give up on it if the run stops (Stopping).
+
+    Giving up kills ``pool``'s workers: the one splitting would go on to the batch's end.
+    """
+    while True:
+        try:
+            return future.result(timeout=_POLL_S)
+        except FutureTimeout:
+            if stopping():
+                _discard(pool, kill=True)
+                check_stopping()
+
+
+def _discard(pool: ProcessPoolExecutor, kill: bool = False) -> None:
+    """Forget ``pool`` (the next split starts a new one); ``kill``: end its work now."""
+    global _pool
+    with _pool_lock:
+        if _pool is pool:
+            _pool = None
+    if kill:
+        # Python 3.14 has kill_workers(); before it, the pool's own table of its processes
+        kill_workers = getattr(pool, "kill_workers", None)
+        if kill_workers is not None:
+            kill_workers()
+        else:
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                process.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
