@@ -102,6 +102,24 @@ class SleepLoader:
         yield Document("slept", file_metadata(file, "text"))
 
 
+class GatedLoader:
+    """A loader that writes its process id to ``pid``, then waits for ``gate`` to exist (a
+    minute at most) and writes ``finished``: a file at hand, for as long as a test likes."""
+
+    name = "gated"
+
+    def __init__(self, gate: Path, pid: Path, finished: Path) -> None:
+        self.gate, self.pid, self.finished = str(gate), str(pid), str(finished)
+
+    def load(self, file: FileRef) -> Iterator[Document]:
+        Path(self.pid).write_text(str(os.getpid()))
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self.gate) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        Path(self.finished).touch()
+        yield Document("gated", file_metadata(file, "text"))
+
+
 class HogLoader:
     """A loader that allocates ``megabytes`` MB at once (for the memory guard)."""
 

@@ -116,7 +116,8 @@ def iter_load(
 def load_batch(files: Sequence[FileRef], options: LoaderOptions | None = None) -> list[DocumentRow]:
     """Load every file of a batch, in order (see :func:`iter_load`).
 
-    A run that stops (tasks/common/lifetime.py) abandons the batch after the file at hand.
+    A run that stops (tasks/common/lifetime.py) abandons the batch: at once where files load
+    in workers (the busy ones are killed), after the file at hand where they load here.
     """
     rows: list[DocumentRow] = []
     # closing: an error here must stop the workers (and free their slots) now, not

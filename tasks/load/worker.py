@@ -7,7 +7,9 @@ at most ``timeout_s``; a worker that misses its deadline is killed (the file fai
 "timed out after N s") and replaced. Each worker caps its own address space at its size
 on start plus ``memory_limit_mb`` (POSIX ``RLIMIT_AS``), so a runaway allocation is a
 ``MemoryError`` in the worker (the file fails with "out of memory") or, at worst, the
-worker's death ("loader process died"), never the run's.
+worker's death ("loader process died"), never the run's. A run that stops
+(tasks/common/lifetime.py) does not wait for the files at hand either: their workers are
+killed.
 
 Workers come from a fork server with ``tasks.load`` preloaded (cheap to start, safe to
 start from threads); where there is none, from spawn. The parent resolves each file's
@@ -39,7 +41,7 @@ from typing import Any
 from tasks.common.config import LoaderOptions
 from tasks.common.documents import FileRef
 from tasks.common.errors import LoadError
-from tasks.common.lifetime import leave_interrupts_to_parent
+from tasks.common.lifetime import check_stopping, leave_interrupts_to_parent
 from tasks.common.memory import release_memory
 from tasks.common.tables import DocumentRow
 from tasks.load.base import Loader, configured, loader_for
@@ -54,6 +56,9 @@ LOOKAHEAD_BYTES = 32 * 2**20
 """Files may load ahead of the one being yielded while their sizes add up to at most this
 (at least two per worker): a slow file does not idle the other workers, and memory stays
 bounded."""
+
+POLL_S = 0.2
+"""Seconds between two looks at whether the run stopped, while workers load."""
 
 STOP_GRACE_S = 5.0
 """Seconds an idle worker gets to exit after being asked to, before it is killed."""
@@ -344,6 +349,7 @@ def iter_load_in_workers(files: Sequence[FileRef], options: LoaderOptions) -> It
             busy = [w for w in workers if w.job is not None]
             if busy and next_out not in done:
                 _collect(busy, workers, done, options)
+                check_stopping()  # a stopping run: the finally below kills the busy workers
     finally:
         for worker in workers:
             _give_back(worker)
@@ -357,7 +363,9 @@ def _collect(
 ) -> None:
     """Wait for the first answer or deadline among busy workers and record the outcome."""
     deadline = min(w.job.deadline for w in busy if w.job is not None)
-    ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - time.monotonic()))
+    # at most POLL_S: the caller looks whether the run stopped between two waits
+    wait_s = min(POLL_S, max(0.0, deadline - time.monotonic()))
+    ready = wait([w.conn for w in busy], timeout=wait_s)
     now = time.monotonic()
     for worker in busy:
         job = worker.job

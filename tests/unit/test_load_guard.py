@@ -25,6 +25,7 @@ from tests.conftest import shared_path
 from tests.load_helpers import (
     BuggyLoader,
     ExitLoader,
+    GatedLoader,
     HogLoader,
     LambdaMetadataLoader,
     SleepLoader,
@@ -255,3 +256,37 @@ def test_a_stopping_run_abandons_its_batch_after_the_file_at_hand(
     ):
         load_batch(files, LoaderOptions(workers=workers))
     assert len(reads) == (2 if workers == 0 else 0)  # the third file was never read here
+
+
+def test_a_stopping_run_kills_the_worker_whose_file_is_at_hand(
+    tmp_path: Path, registry: None
+) -> None:
+    """The file at hand was waited for to its end (up to ``timeout_s``, 120 s by default: a
+    slow PDF held a Ctrl-C that long); now its worker is killed and the run stops."""
+    import contextvars
+    import threading
+
+    from tasks.common.lifetime import alive
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    register(GatedLoader(marks / "gate", marks / "pid", marks / "finished"), ".gated")
+    files = corpus(tmp_path / "files", {"a.gated": "x", "b.txt": "b\n"})
+    out: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_batch(files, LoaderOptions(workers=1))
+        except BaseException as exc:  # noqa: BLE001 - the test reads what it was
+            out.append(exc)
+
+    with stoppable() as stop:
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(load,))
+    thread.start()
+    while not (marks / "pid").exists() and thread.is_alive():  # the worker has the file
+        time.sleep(0.02)
+    stop.set()
+    thread.join()
+    assert len(out) == 1 and isinstance(out[0], Stopping), out
+    assert not (marks / "finished").exists()  # given up on, not waited for
+    assert not alive(int((marks / "pid").read_text()))
