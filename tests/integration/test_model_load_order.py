@@ -122,10 +122,19 @@ def ctrl_c_after_first_store(
     if database:
         env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database
     return subprocess.run(
-        [sys.executable, "-m", "flows", *args],
+        [sys.executable, "-c", AS_FOREGROUND_JOB, *args],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False,
         start_new_session=True,  # its own group, as a terminal's foreground job
     )  # fmt: skip
+
+
+#: ``python -m flows`` with Ctrl-C handled as in a terminal's foreground job. A suite run
+#: from a background job (``nohup make test &``) has SIGINT ignored, its children too, and
+#: Python then keeps ignoring it: the Ctrl-C tests' runs went on to their end.
+AS_FOREGROUND_JOB = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('flows', run_name='__main__', alter_sys=True)"
+)
 
 
 def test_ctrl_c_stops_the_run_in_one_line_and_its_temporary_server_with_it(
