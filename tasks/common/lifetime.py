@@ -63,6 +63,10 @@ def stop_event() -> threading.Event | None:
     return events[-1] if events else None
 
 
+#: Seconds between two looks at whether the run stopped, for work waited on in a worker.
+STOP_POLL_S = 0.2
+
+
 def stopping() -> bool:
     """Return whether the run this code works for, or one around it, is stopping."""
     return any(event.is_set() for event in _run_stops.get())

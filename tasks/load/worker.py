@@ -41,7 +41,7 @@ from typing import Any
 from tasks.common.config import LoaderOptions
 from tasks.common.documents import FileRef
 from tasks.common.errors import LoadError
-from tasks.common.lifetime import check_stopping, leave_interrupts_to_parent
+from tasks.common.lifetime import STOP_POLL_S, check_stopping, leave_interrupts_to_parent
 from tasks.common.memory import release_memory
 from tasks.common.tables import DocumentRow
 from tasks.load.base import Loader, configured, loader_for
@@ -56,9 +56,6 @@ LOOKAHEAD_BYTES = 32 * 2**20
 """Files may load ahead of the one being yielded while their sizes add up to at most this
 (at least two per worker): a slow file does not idle the other workers, and memory stays
 bounded."""
-
-POLL_S = 0.2
-"""Seconds between two looks at whether the run stopped, while workers load."""
 
 STOP_GRACE_S = 5.0
 """Seconds an idle worker gets to exit after being asked to, before it is killed."""
@@ -363,8 +360,8 @@ def _collect(
 ) -> None:
     """Wait for the first answer or deadline among busy workers and record the outcome."""
     deadline = min(w.job.deadline for w in busy if w.job is not None)
-    # at most POLL_S: the caller looks whether the run stopped between two waits
-    wait_s = min(POLL_S, max(0.0, deadline - time.monotonic()))
+    # at most STOP_POLL_S: the caller looks whether the run stopped between two waits
+    wait_s = min(STOP_POLL_S, max(0.0, deadline - time.monotonic()))
     ready = wait([w.conn for w in busy], timeout=wait_s)
     now = time.monotonic()
     for worker in busy:

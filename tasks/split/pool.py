@@ -37,7 +37,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.common.lifetime import check_stopping, exit_with, stopping
+from tasks.common.lifetime import STOP_POLL_S, check_stopping, exit_with, stopping
 from tasks.common.memory import release_memory
 from tasks.common.tables import chunks_table, read_documents, write_atomic
 from tasks.split.base import SpanSplitter
@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 
 #: Splitters a worker keeps unpickled (a run uses one; a process may serve a few).
 _KEEP = 2
-#: Seconds between two looks at whether the run stopped, while a worker splits.
-_POLL_S = 0.2
 
 _splitters: OrderedDict[str, SpanSplitter] = OrderedDict()
 _pool: ProcessPoolExecutor | None = None
@@ -171,7 +169,7 @@ def _wait(future: Future[SplitResult], pool: ProcessPoolExecutor) -> SplitResult
     """
     while True:
         try:
-            return future.result(timeout=_POLL_S)
+            return future.result(timeout=STOP_POLL_S)
         except FutureTimeout:
             if stopping():
                 _discard(pool, kill=True)
