@@ -31,8 +31,9 @@ from flows.commands.common import (
 from flows.commands.common import FUSIONS as FUSIONS
 from flows.commands.common import RETRIEVALS as RETRIEVALS
 from flows.env import apply_defaults
+from tasks.common.errors import terminated
 
-TERMINATED = "terminated (SIGTERM: stopped from outside)"
+TERMINATED = terminated(signal.SIGTERM)
 
 
 class Terminated(BaseException):

@@ -46,9 +46,14 @@ def describe(exc: BaseException) -> str:
     if isinstance(stop, KeyboardInterrupt):
         return "interrupted (Ctrl-C)"
     if stop is not None:
-        return f"terminated ({signal.Signals(stop.signal).name}: stopped from outside)"  # type: ignore[attr-defined]
+        return terminated(stop.signal)  # type: ignore[attr-defined]
     message = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+def terminated(signum: int) -> str:
+    """Return the one line of a run or command that signal ``signum`` stopped from outside."""
+    return f"terminated ({signal.Signals(signum).name}: stopped from outside)"
 
 
 def stop_signal(exc: BaseException) -> BaseException | None:

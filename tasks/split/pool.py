@@ -148,18 +148,25 @@ def split_batch(documents: Path, chunks: Path, splitter: SpanSplitter, workers: 
     if pickled is None:
         return split_part(documents, chunks, splitter)
     blob, key = pickled
-    for attempt in (1, 2):
-        pool = _executor(workers)
+    try:
+        return _split_in_pool(workers, documents, chunks, blob, key)
+    except BrokenProcessPool:
+        check_stopping()
+        log.warning("the split workers were stopped (another run stopping?): splitting again")
+    return _split_in_pool(workers, documents, chunks, blob, key)
+
+
+def _split_in_pool(
+    workers: int, documents: Path, chunks: Path, blob: bytes, key: str
+) -> SplitResult:
+    """Split one batch in this process's pool; forget the pool if it turns out broken."""
+    pool = _executor(workers)
+    try:
         future = pool.submit(_split_in_worker, str(documents), str(chunks), blob, key)
-        try:
-            return _wait(future, pool)
-        except BrokenProcessPool:
-            _discard(pool)
-            check_stopping()
-            if attempt == 2:
-                raise
-            log.warning("the split workers were stopped (another run stopping?): splitting again")
-    raise AssertionError("unreachable")
+        return _wait(future, pool)
+    except BrokenProcessPool:
+        _discard(pool)
+        raise
 
 
 def _wait(future: Future[SplitResult], pool: ProcessPoolExecutor) -> SplitResult:
