@@ -120,6 +120,15 @@ class GatedLoader:
         yield Document("gated", file_metadata(file, "text"))
 
 
+class NiceLoader:
+    """A loader whose document is its process's CPU priority (``nice``)."""
+
+    name = "nice"
+
+    def load(self, file: FileRef) -> Iterator[Document]:
+        yield Document(str(os.getpriority(os.PRIO_PROCESS, 0)), file_metadata(file, "text"))
+
+
 class HogLoader:
     """A loader that allocates ``megabytes`` MB at once (for the memory guard)."""
 

@@ -43,6 +43,7 @@ from tasks.common.documents import FileRef
 from tasks.common.errors import LoadError
 from tasks.common.lifetime import STOP_POLL_S, check_stopping, leave_interrupts_to_parent
 from tasks.common.memory import release_memory
+from tasks.common.priority import lower_priority
 from tasks.common.tables import DocumentRow
 from tasks.load.base import Loader, configured, loader_for
 from tasks.load.batch import failed_row, load_with
@@ -104,6 +105,7 @@ def serve(conn: Connection, memory_limit_mb: int | None) -> None:
     parent's to handle (:mod:`tasks.common.lifetime`).
     """
     leave_interrupts_to_parent()
+    lower_priority()
     _limit_memory(memory_limit_mb)
     while True:
         try:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from tasks.common.lifetime import STOP_POLL_S, check_stopping, exit_with, stopping
 from tasks.common.memory import release_memory
+from tasks.common.priority import lower_priority
 from tasks.common.tables import chunks_table, read_documents, write_atomic
 from tasks.split.base import SpanSplitter
 from tasks.split.factory import split_rows
@@ -90,6 +91,12 @@ def _split_in_worker(documents: str, chunks: str, blob: bytes, key: str) -> Spli
         release_memory()  # a long-lived worker: keep no batch's peak
 
 
+def _start_worker(parent: int) -> None:
+    """Set up a split worker: it ends with ``parent`` and yields the CPU to it."""
+    exit_with(parent)
+    lower_priority()
+
+
 def _executor(workers: int) -> ProcessPoolExecutor:
     """Return this process's pool of ``workers`` split processes (started on first use)."""
     global _pool, _pool_size
@@ -102,7 +109,7 @@ def _executor(workers: int) -> ProcessPoolExecutor:
             _pool = ProcessPoolExecutor(
                 max_workers=workers,
                 mp_context=_mp_context(),
-                initializer=exit_with,
+                initializer=_start_worker,
                 initargs=(os.getpid(),),
             )
             _pool_size = workers

@@ -6,6 +6,7 @@ The time and memory guards live in the load worker processes (tasks/load/worker.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from tests.load_helpers import (
     GatedLoader,
     HogLoader,
     LambdaMetadataLoader,
+    NiceLoader,
     SleepLoader,
     bomb_pdf,
     ref_for,
@@ -67,6 +69,21 @@ MIXED: dict[str, bytes | str] = {
     "h.zip": b"PK",
     "i.txt": "",
 }
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_load_workers_yield_the_cpu_to_the_run(
+    tmp_path: Path, registry: None, workers: int
+) -> None:
+    """A worker loads WORKER_NICE steps below the run's process (tasks/common/priority.py);
+    with 0 workers, the run's own process loads at its own priority."""
+    from tasks.common.priority import WORKER_NICE
+
+    register(NiceLoader(), ".nice")
+    [row] = load_batch(corpus(tmp_path, {"a.nice": "x"}), LoaderOptions(workers=workers))
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    assert row.document is not None
+    assert int(row.document.page_content) == (min(19, mine + WORKER_NICE) if workers else mine)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -112,3 +112,27 @@ def test_another_run_splits_its_batch_again_in_a_new_pool(tmp_path: Path) -> Non
     assert going_on["result"].chunks == 1
     chunks = read_part(tmp_path / "b" / "chunks.parquet", ["text"]).column("text").to_pylist()
     assert chunks == ["bees cluster in winter"]
+
+
+class NiceSplitter(SpanSplitter):
+    """One span per text; writes its process's CPU priority (``nice``) to ``out`` first."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = str(out)
+
+    def split_spans(self, text: str) -> list[Span]:
+        Path(self.out).write_text(str(os.getpriority(os.PRIO_PROCESS, 0)))
+        return [Span(0, len(text))]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_split_workers_yield_the_cpu_to_the_run(tmp_path: Path, workers: int) -> None:
+    """A worker runs WORKER_NICE steps below the run's process; with 0 workers, the run's
+    own process splits at its own priority."""
+    from tasks.common.priority import WORKER_NICE
+
+    documents = _documents(tmp_path / "docs")
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    split_batch(documents, tmp_path / "chunks.parquet", NiceSplitter(tmp_path / "nice"), workers)
+    expected = min(19, mine + WORKER_NICE) if workers else mine
+    assert int((tmp_path / "nice").read_text()) == expected
