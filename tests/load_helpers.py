@@ -89,6 +89,14 @@ def slow_pdf(operators: int = 400_000) -> bytes:
     return raw_pdf(flate(body))
 
 
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees no file or all of it, never a part
+    (a worker reports its pid so; the test polls for it from another process)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
 class SleepLoader:
     """A loader that takes ``seconds`` per file (for the time guard)."""
 
@@ -112,7 +120,7 @@ class GatedLoader:
         self.gate, self.pid, self.finished = str(gate), str(pid), str(finished)
 
     def load(self, file: FileRef) -> Iterator[Document]:
-        Path(self.pid).write_text(str(os.getpid()))
+        write_whole(Path(self.pid), str(os.getpid()))
         deadline = time.monotonic() + 60
         while not os.path.exists(self.gate) and time.monotonic() < deadline:
             time.sleep(0.02)

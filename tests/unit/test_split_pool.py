@@ -21,6 +21,7 @@ from tasks.common.lifetime import Stopping, alive, stoppable
 from tasks.common.tables import DocumentRow, documents_table, read_part, write_atomic
 from tasks.split.base import Span, SpanSplitter
 from tasks.split.pool import split_batch
+from tests.load_helpers import write_whole
 
 BOUND_S = 60.0  # how long the gated splitter and the test's own waits wait, at most
 
@@ -32,7 +33,7 @@ class GatedSplitter(SpanSplitter):
         self.gate, self.pid = str(gate), str(pid)
 
     def split_spans(self, text: str) -> list[Span]:
-        Path(self.pid).write_text(str(os.getpid()))
+        write_whole(Path(self.pid), str(os.getpid()))
         deadline = time.monotonic() + BOUND_S
         while not os.path.exists(self.gate) and time.monotonic() < deadline:
             time.sleep(0.02)
