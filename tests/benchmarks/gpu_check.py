@@ -18,10 +18,13 @@ measurements first, so that a run cut short loses a comparison, not a goal:
    later run on the machine), with the store on a ``chroma run`` started on the machine
    (``corpus_server``, ``--chroma-host``: what taking Chroma's writes, which hold the GIL,
    out of the flow's process gains, with a bare collection's upsert rate on that server
-   beside it), ``store`` (``bench_store``'s ways of writing the corpus's Markdown chunks:
-   embedded with Chroma's and bulk-load HNSW settings, a ``chroma run`` with 1, 2 and 4
-   writers) and with the model in the flow's process (``corpus_in_process``: what encoding
-   in a child process gains); the ingests against ``corpus_again``.
+   beside it), with the embedded store's upserts in a writer process of their own
+   (``corpus_writer``: the same question for the embedded store, measured before building
+   it; tests/benchmarks/store_writer.py), ``store`` (``bench_store``'s ways of writing the
+   corpus's Markdown chunks: embedded with Chroma's and bulk-load HNSW settings, a
+   ``chroma run`` with 1, 2 and 4 writers) and with the model in the flow's process
+   (``corpus_in_process``: what encoding in a child process gains); the ingests against
+   ``corpus_again``.
 
 Goals (issue 28, on an H100 or H200 with 16 cores): corpus wall ≤ 25 s, flow ≤ 18 s, first
 stored batch ≤ 12 s after start, wall ≤ 0.6 × LangChain's; copies: chunks/s ≥ 0.8 × bare
@@ -35,13 +38,14 @@ PATH, one more ingest of the corpus runs last under ``py-spy record`` (every thr
 speedscope file beside the JSON): where the time went, for the next change.
 
 Run: ``python -m tests.benchmarks.gpu_check --corpus DIR --out FILE [--copies 5]
-[--skip again,in_process,server,store,langchain,copies] [--profile]``; on a device machine through
-tests/benchmarks/gpu_run.sh.
+[--skip again,in_process,server,writer,store,langchain,copies] [--profile]``; on a device
+machine through tests/benchmarks/gpu_run.sh.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -66,6 +70,8 @@ GOALS = {
 STORED = re.compile(r" batch 1/\d+ stored")
 #: The environment of an ingest that encodes in the flow's process (tasks/embed/process.py).
 IN_PROCESS = {"DOCFLOW_EMBED_PROCESS": "0"}
+#: The command line that ingests with the embedded store's writes in a writer process.
+WRITER = "tests.benchmarks.store_writer"
 
 
 def device() -> str:
@@ -104,13 +110,15 @@ def run_ingest(
     prefix: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
     options: tuple[str, ...] = (),
+    module: str = "flows",
 ) -> dict[str, Any]:
     """Run ``python -m flows ingest`` as a user would; time it and its first stored batch.
 
     ``log`` keeps the command's stderr (the flow's log lines); ``prefix`` runs it under
-    another command (a profiler); ``env`` adds to its environment, ``options`` to its flags.
+    another command (a profiler); ``env`` adds to its environment, ``options`` to its flags;
+    ``module`` runs another module's command line (tests/benchmarks/store_writer.py).
     """
-    argv = [*prefix, sys.executable, "-m", "flows", "ingest", "--source", str(source)]
+    argv = [*prefix, sys.executable, "-m", module, "ingest", "--source", str(source)]
     argv += ["--data-dir", str(data_dir), "--json", *options]
     started = time.perf_counter()
     proc = subprocess.Popen(
@@ -167,17 +175,22 @@ def model_inputs(data_dir: Path) -> list[str]:
     return [model_input(c) for p in list_parts(data_dir, "chunks") for c in read_chunks(p)]
 
 
-def plain_encode(texts: list[str], on: str) -> float:
-    """Return the seconds of one plain encode of ``texts`` (fp16 and batch 256 on CUDA)."""
+@functools.cache
+def plain_model(on: str) -> Any:
+    """Return the plain SentenceTransformer (fp16 on CUDA), loaded once for every encode."""
     from sentence_transformers import SentenceTransformer
 
     from tasks.embed.model import resolve_model_path
 
-    os.environ["TOKENIZERS_PARALLELISM"] = "true"
     model = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device=on)
+    return model.half() if on == "cuda" else model
+
+
+def plain_encode(texts: list[str], on: str) -> float:
+    """Return the seconds of one plain encode of ``texts`` (fp16 and batch 256 on CUDA)."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+    model = plain_model(on)
     batch = 256 if on == "cuda" else 32
-    if on == "cuda":
-        model.half()
     model.encode(texts[:batch], batch_size=batch)  # warm up
     started = time.perf_counter()
     model.encode(texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
@@ -316,9 +329,9 @@ def check(
     """Run the measurements over ``corpus`` in ``work``; return every figure.
 
     The goals' measurements first (the corpus, LangChain's job, the copies), then the
-    comparisons (``again``, ``server``, ``store``, ``in_process``, the profile): a call cut
-    short by its time limit loses a comparison, not a goal. ``out`` receives the figures
-    so far after every step, and the ingests' logs beside it.
+    comparisons (``again``, ``server``, ``writer``, ``store``, ``in_process``, the profile):
+    a call cut short by its time limit loses a comparison, not a goal. ``out`` receives the
+    figures so far after every step, and the ingests' logs beside it.
     """
     on = device()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -348,6 +361,13 @@ def check(
     # With the store on a server (issue 28: measure it against the embedded one).
     if "server" not in skip:
         record("corpus_server", on_chroma_server(corpus, work, out))
+    # The embedded store's upserts in a writer process of their own (a measurement only,
+    # tests/benchmarks/store_writer.py): what taking Chroma's GIL-holding writes out of the
+    # flow's process gains where cores are spare (on two cores: nothing; docs/performance.md).
+    if "writer" not in skip:
+        log = beside(out, "writer.log")
+        writer = run_ingest(corpus, work / "data-writer", log, module=WRITER)
+        record("corpus_writer", writer)
     # The store alone, each way bench_store writes (embedded with Chroma's and bulk-load HNSW
     # settings, a server with 1, 2 and 4 writers): the store's own rate on this machine.
     if "store" not in skip:
@@ -399,7 +419,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated: again, in_process, server, store, langchain, copies",
+        help="comma-separated: again, in_process, server, writer, store, langchain, copies",
     )
     parser.add_argument("--profile", action="store_true", help="one more ingest under py-spy")
     args = parser.parse_args(argv)

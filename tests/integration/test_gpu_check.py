@@ -4,10 +4,12 @@ on a device machine through tests/benchmarks/gpu_run.sh; see docs/performance.md
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.benchmarks import gpu_check, gpu_pack
@@ -101,7 +103,7 @@ def test_the_check_measures_every_goal_on_the_cpu(
     (corpus / "rows.csv").write_text("name,size\nbee,1\nwasp,2\n")
     out = tmp_path / "out" / "check.json"
     # the other corpus ingests are the first one's code with other settings: left out
-    skip = "langchain,again,in_process"
+    skip = "langchain,again,in_process,writer"  # writer: its own test below
     result = gpu_check.main(
         ["--corpus", str(corpus), "--out", str(out), "--copies", "2", "--skip", skip]
     )
@@ -120,7 +122,7 @@ def test_the_check_measures_every_goal_on_the_cpu(
     assert copies["bare_chroma_rows_per_s"] > 0  # on this CPU the model is the slow part
     ratio = copies["chunks_per_s"] / copies["bare_chroma_rows_per_s"]
     assert copies["vs_bare_chroma"] == round(ratio, 3)
-    assert "corpus_again" not in result and "corpus_in_process" not in result
+    assert not {"corpus_again", "corpus_in_process", "corpus_writer"} & set(result)
     server = result["corpus_server"]  # the same ingest with the store on a `chroma run`
     assert server["chunks"] == first["chunks"] and server["batches"] == first["batches"]
     assert server["server_start_s"] > 0 and server["bare_chroma_rows_per_s"] > 0
@@ -139,3 +141,43 @@ def test_the_check_measures_every_goal_on_the_cpu(
     assert set(result["verdicts"]) == {
         "wall_s", "flow_s", "first_stored_s", "copies_vs_bare_chroma", "copies_vs_encode",
     }  # fmt: skip
+
+
+def test_the_writer_process_variant_stores_what_the_flow_would(
+    tmp_path: Path, tiny_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU check's ``writer`` step: the same rows, written by a child process."""
+    from tasks.common.tables import read_table
+    from tasks.embed.model import register_encoder
+    from tasks.index.store import ChromaStore
+    from tests.benchmarks import store_writer
+    from tests.benchmarks.bench_ceiling import read_rows
+    from tests.fake_encoder import HashEncoder
+
+    register_encoder("writer-hash-64", lambda: HashEncoder(64))
+    monkeypatch.setattr(ChromaStore, "upsert", ChromaStore.upsert)  # undone after the test
+    calls: list[int] = []
+    send = store_writer.Writer.upsert
+
+    def counted(self: store_writer.Writer, name: str, ids: list[str], *rest: object) -> None:
+        calls.append(self.process.pid)
+        send(self, name, ids, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_writer.Writer, "upsert", counted)
+    data = tmp_path / "data"
+    argv = ["ingest", "--source", str(tiny_corpus), "--data-dir", str(data)]
+    assert gpu_check.WRITER == store_writer.__name__  # the command line the check runs
+    assert store_writer.main([*argv, "--model", "writer-hash-64"]) == 0
+    assert calls and set(calls) != {os.getpid()}  # every write went through one child
+    assert not store_writer._writers  # stopped with the command
+    rows = read_rows(ChromaStore.open(data, "docflow", create=False).collection())
+    chunks = read_table(data, "chunks", ["chunk_id", "text"]).to_pydict()
+    vectors = read_table(data, "embeddings", ["chunk_id", "vector"]).to_pydict()
+    assert sorted(rows["ids"]) == sorted(chunks["chunk_id"]) and len(rows["ids"]) >= 4
+    texts = dict(zip(chunks["chunk_id"], chunks["text"], strict=True))
+    wanted = dict(zip(vectors["chunk_id"], vectors["vector"], strict=True))
+    for chunk_id, text, vector in zip(
+        rows["ids"], rows["documents"], rows["embeddings"], strict=True
+    ):
+        assert text == texts[chunk_id]
+        assert np.allclose(vector, wanted[chunk_id], atol=1e-6)
