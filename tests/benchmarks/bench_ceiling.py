@@ -14,6 +14,9 @@ written / store busy seconds) are printed against that rate (targets ≥ 0.8), a
 batches' chunks (the largest at most about twice the median).
 
 Run: ``python -m tests.benchmarks bench_ceiling`` (``DOCFLOW_BENCH_WORKERS=0,2`` to choose).
+``DOCFLOW_BENCH_ROUNDS=N`` repeats the ingests and the bare rate N times, alternating, and
+judges by the round of median flow/bare ratio: on a shared machine one round's ratio
+swung from 0.62 to 0.78 for the same code in one hour (use 3 for a verdict).
 With ``DOCFLOW_BENCH_CHROMA=server`` the store is a ``chroma run`` started on this machine for
 the run (``--chroma-host``), and the bare collection is on the same server. With
 ``DOCFLOW_BENCH_STORE_WRITER=1`` the embedded store's upserts run in a writer process of
@@ -152,43 +155,65 @@ def main() -> dict[str, Any]:
         source = work / "corpus"
         files = good_files(None)
         size = copy_corpus(files, source)
-        runs = []
-        for workers in counts:
-            summary = ingest_once(source, work / f"data-{workers}", workers, server)
-            runs.append(
-                {
-                    "workers": workers,
-                    "flow_s": summary["seconds"],
-                    "wall_s": summary["wall_s"],
-                    "chunks": summary["chunks_written"],
-                    "chunks_per_s": round(summary["chunks_written"] / summary["seconds"], 1),
-                    "stage_seconds": summary["stage_seconds"],
-                }
-            )
-            print(json.dumps(runs[-1]), flush=True)
-        best = max(runs, key=lambda r: r["chunks_per_s"])
-        batches = _batch_rows(work / f"data-{best['workers']}")
-        bare = bare_chroma_rate(
-            work / f"data-{best['workers']}", f"ceiling-{best['workers']}", batches, server
-        )
-        store_rate = best["chunks"] / best["stage_seconds"]["store"]
-        median = statistics.median(batches)
-        result = {
-            "store": "chroma run" if server else "embedded" + (", writer" if _in_writer() else ""),
-            "cores": cores,
-            "files": len(files),
-            "megabytes": round(size / 1e6, 2),
-            "runs": runs,
-            "best": best,
-            "bare_chroma_rows_per_s": round(bare, 1),
-            "store_rows_per_s": round(store_rate, 1),
-            "store_vs_bare": round(store_rate / bare, 2),
-            "flow_vs_bare": round(best["chunks_per_s"] / bare, 2),
-            "batches": batches,
-            "largest_batch_vs_median": round(max(batches) / median, 2),
-        }
+        rounds = [
+            one_round(source, work / f"round-{n}", counts, server) for n in range(1, _rounds() + 1)
+        ]
+    # the verdicts go by the round of median flow/bare ratio: one round's bare rate swings
+    # by a fifth from run to run on a shared machine (docs/performance.md)
+    ratios = [r["flow_vs_bare"] for r in rounds]
+    result = {
+        **sorted(rounds, key=lambda r: r["flow_vs_bare"])[(len(rounds) - 1) // 2],
+        "store": "chroma run" if server else "embedded" + (", writer" if _in_writer() else ""),
+        "cores": cores,
+        "files": len(files),
+        "megabytes": round(size / 1e6, 2),
+        "rounds_flow_vs_bare": ratios,
+    }
     report(result)
     return result
+
+
+def one_round(
+    source: Path, work: Path, counts: list[int], server: tuple[str, int] | None
+) -> dict[str, Any]:
+    """Ingest ``source`` once per workers value, then the bare rate of the fastest's rows."""
+    runs = []
+    for workers in counts:
+        summary = ingest_once(source, work / f"data-{workers}", workers, server)
+        runs.append(
+            {
+                "workers": workers,
+                "flow_s": summary["seconds"],
+                "wall_s": summary["wall_s"],
+                "chunks": summary["chunks_written"],
+                "chunks_per_s": round(summary["chunks_written"] / summary["seconds"], 1),
+                "stage_seconds": summary["stage_seconds"],
+            }
+        )
+        print(json.dumps(runs[-1]), flush=True)
+    best = max(runs, key=lambda r: r["chunks_per_s"])
+    batches = _batch_rows(work / f"data-{best['workers']}")
+    bare = bare_chroma_rate(
+        work / f"data-{best['workers']}", f"ceiling-{best['workers']}", batches, server
+    )
+    store_rate = best["chunks"] / best["stage_seconds"]["store"]
+    flow_vs_bare = round(best["chunks_per_s"] / bare, 2)
+    print(json.dumps({"bare_chroma_rows_per_s": round(bare, 1), "flow_vs_bare": flow_vs_bare}))
+    return {
+        "runs": runs,
+        "best": best,
+        "bare_chroma_rows_per_s": round(bare, 1),
+        "store_rows_per_s": round(store_rate, 1),
+        "store_vs_bare": round(store_rate / bare, 2),
+        "flow_vs_bare": flow_vs_bare,
+        "batches": batches,
+        "largest_batch_vs_median": round(max(batches) / statistics.median(batches), 2),
+    }
+
+
+def _rounds() -> int:
+    """Return how many rounds to run (``DOCFLOW_BENCH_ROUNDS``, default 1)."""
+    return max(1, int(os.environ.get("DOCFLOW_BENCH_ROUNDS", "1")))
 
 
 def _batch_rows(data_dir: Path) -> list[int]:
@@ -215,9 +240,11 @@ def report(r: dict[str, Any]) -> None:
     met = "met" if best >= TARGET_CHUNKS_PER_S else "NOT met"
     print(f"best {best:.0f} chunks/s (target ≥ {TARGET_CHUNKS_PER_S}): {met}")
     met = "met" if r["flow_vs_bare"] >= STORE_TARGET else "NOT met"
+    rounds = r["rounds_flow_vs_bare"]
+    median = f" (the median of {len(rounds)} rounds: {rounds})" if len(rounds) > 1 else ""
     print(
         f"the flow's {best:.0f} chunks/s against a bare Chroma collection's "
-        f"{r['bare_chroma_rows_per_s']:.0f} rows/s: {r['flow_vs_bare']:.2f} "
+        f"{r['bare_chroma_rows_per_s']:.0f} rows/s: {r['flow_vs_bare']:.2f}{median} "
         f"(target ≥ {STORE_TARGET}): {met}"
     )
     sizes = sorted(r["batches"])
