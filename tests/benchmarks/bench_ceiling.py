@@ -158,16 +158,13 @@ def main() -> dict[str, Any]:
         rounds = [
             one_round(source, work / f"round-{n}", counts, server) for n in range(1, _rounds() + 1)
         ]
-    # the verdicts go by the round of median flow/bare ratio: one round's bare rate swings
-    # by a fifth from run to run on a shared machine (docs/performance.md)
-    ratios = [r["flow_vs_bare"] for r in rounds]
     result = {
-        **sorted(rounds, key=lambda r: r["flow_vs_bare"])[(len(rounds) - 1) // 2],
+        **median_round(rounds),
         "store": "chroma run" if server else "embedded" + (", writer" if _in_writer() else ""),
         "cores": cores,
         "files": len(files),
         "megabytes": round(size / 1e6, 2),
-        "rounds_flow_vs_bare": ratios,
+        "rounds_flow_vs_bare": [r["flow_vs_bare"] for r in rounds],
     }
     report(result)
     return result
@@ -209,6 +206,15 @@ def one_round(
         "batches": batches,
         "largest_batch_vs_median": round(max(batches) / statistics.median(batches), 2),
     }
+
+
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return the round of median flow/bare ratio (the lower middle one of an even count).
+
+    The verdicts go by it: one round's bare rate swings by a fifth from run to run on a
+    shared machine (docs/performance.md).
+    """
+    return sorted(rounds, key=lambda r: r["flow_vs_bare"])[(len(rounds) - 1) // 2]
 
 
 def _rounds() -> int:

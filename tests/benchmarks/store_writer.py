@@ -92,10 +92,16 @@ _lock = threading.Lock()
 
 
 def patch() -> None:
-    """Route every upsert of an embedded ChromaStore in this process to a writer process."""
+    """Route every upsert of an embedded ChromaStore in this process to a writer process.
+
+    Once per class: a second call keeps the first routing (wrapping it again would make a
+    server store's upsert call itself).
+    """
     from tasks.index.store import ChromaStore, Scalar, flatten_metadata
 
     in_process = ChromaStore.upsert
+    if getattr(in_process, "routed_to_writer", False):
+        return
 
     def upsert(
         self: ChromaStore,
@@ -120,6 +126,7 @@ def patch() -> None:
             )
         return len(chunks)
 
+    upsert.routed_to_writer = True  # type: ignore[attr-defined]
     ChromaStore.upsert = upsert  # type: ignore[method-assign]
     atexit.register(stop_writers)
 

@@ -181,3 +181,14 @@ def test_the_writer_process_variant_stores_what_the_flow_would(
     ):
         assert text == texts[chunk_id]
         assert np.allclose(vector, wanted[chunk_id], atol=1e-6)
+
+
+def test_routing_to_the_writer_twice_keeps_one_routing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks.index.store import ChromaStore
+    from tests.benchmarks import store_writer
+
+    monkeypatch.setattr(ChromaStore, "upsert", ChromaStore.upsert)  # undone after the test
+    store_writer.patch()
+    routed = ChromaStore.upsert
+    store_writer.patch()
+    assert ChromaStore.upsert is routed

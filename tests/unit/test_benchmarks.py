@@ -61,3 +61,12 @@ def test_bench_plan_measures_the_plan_and_its_peer_over_the_same_files(tmp_path:
     (tmp_path / "corpus" / "d0" / "skip.bin").write_bytes(b"\0")  # no loader: not planned
     assert bench_plan.bare_walk_and_hash(tmp_path / "corpus") == 41
     assert bench_plan.plan_unchanged(tmp_path / "corpus", tmp_path / "data") == 40
+
+
+def test_bench_ceiling_judges_by_the_round_of_median_ratio() -> None:
+    from tests.benchmarks.bench_ceiling import median_round
+
+    rounds = [{"flow_vs_bare": r, "round": n} for n, r in enumerate((0.9, 0.62, 0.77))]
+    assert median_round(rounds)["round"] == 2
+    assert median_round(rounds[:1])["round"] == 0
+    assert median_round(rounds[:2])["flow_vs_bare"] == 0.62  # the lower middle of two
