@@ -1,7 +1,11 @@
 """Run the real ``docflow`` command line in a subprocess, as a user does, and read its errors.
 
 Against the integration harness's Prefect server when one is running (no temporary server
-per call), from the repository root unless told otherwise.
+per call), from the repository root unless told otherwise. A command still running after
+``STALL_S`` seconds writes every thread's stack to its stderr (``faulthandler``) and goes
+on; the test run then reports those stacks as a warning, whether the test passes or not:
+pytest's own ``faulthandler_timeout`` only shows the test's process, which is waiting
+for this one.
 """
 
 from __future__ import annotations
@@ -9,17 +13,52 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
 
+#: Seconds after which a command's threads are dumped (the longest command takes about 15).
+STALL_S = 45
+
+
+def _watched(seconds: float) -> str:
+    """Return the ``-c`` code of ``python -m flows`` with the stall dump armed first."""
+    return (
+        "import faulthandler, runpy\n"
+        f"faulthandler.dump_traceback_later({seconds})\n"
+        "runpy.run_module('flows', run_name='__main__', alter_sys=True)\n"
+    )
+
+
+class StallWarning(UserWarning):
+    """A command ran past ``STALL_S`` seconds: its threads' stacks at that moment."""
+
+
+def stall_report(stderr: str) -> str | None:
+    """Return the thread stacks ``faulthandler`` wrote into ``stderr`` on a timeout, or None."""
+    start = stderr.find("Timeout (")
+    if start < 0:
+        return None
+    lines = stderr[start:].splitlines()
+    kept = [lines[0]]
+    for line in lines[1:]:  # the dump: thread headers, indented frames, blank lines
+        if line and not (line.startswith(("Thread 0x", "Current thread 0x", "  "))):
+            break
+        kept.append(line)
+    return "\n".join(kept).rstrip()
+
 
 def docflow(
     *args: str, env: dict[str, str] | None = None, cwd: Path = REPO
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m flows ARGS`` and return the finished process (text output)."""
+    """Run ``python -m flows ARGS`` and return the finished process (text output).
+
+    A command that runs past ``STALL_S`` seconds also raises a :class:`StallWarning`
+    with its threads' stacks at that moment (shown in the test run's warnings summary).
+    """
     full = {**os.environ, **(env or {})}
     try:
         from prefect.settings import PREFECT_API_URL
@@ -28,8 +67,8 @@ def docflow(
             full.setdefault("PREFECT_API_URL", str(PREFECT_API_URL.value()))
     except ImportError:
         pass
-    return subprocess.run(
-        [sys.executable, "-m", "flows", *args],
+    proc = subprocess.run(
+        [sys.executable, "-c", _watched(STALL_S), *args],
         capture_output=True,
         text=True,
         env=full,
@@ -37,6 +76,11 @@ def docflow(
         timeout=600,
         check=False,
     )
+    stacks = stall_report(proc.stderr)
+    if stacks:
+        message = f"docflow {' '.join(args)} ran past {STALL_S} s:\n{stacks}"
+        warnings.warn(message, StallWarning, stacklevel=2)  # names the test that ran it
+    return proc
 
 
 def one_error_line(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
