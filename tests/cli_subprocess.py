@@ -11,6 +11,7 @@ for this one.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -33,16 +34,20 @@ def _watched(seconds: float) -> str:
     )
 
 
+#: The line ``faulthandler.dump_traceback_later`` writes before the stacks.
+_DUMP_HEADER = re.compile(r"^Timeout \(\d+:\d\d:\d\d(\.\d+)?\)!$", re.M)
+
+
 class StallWarning(UserWarning):
     """A command ran past ``STALL_S`` seconds: its threads' stacks at that moment."""
 
 
 def stall_report(stderr: str) -> str | None:
     """Return the thread stacks ``faulthandler`` wrote into ``stderr`` on a timeout, or None."""
-    start = stderr.find("Timeout (")
-    if start < 0:
+    found = _DUMP_HEADER.search(stderr)
+    if found is None:
         return None
-    lines = stderr[start:].splitlines()
+    lines = stderr[found.start() :].splitlines()
     kept = [lines[0]]
     for line in lines[1:]:  # the dump: thread headers, indented frames, blank lines
         if line and not (line.startswith(("Thread 0x", "Current thread 0x", "  "))):

@@ -29,6 +29,7 @@ def test_the_stall_report_is_the_dump_and_only_the_dump() -> None:
     assert report.startswith("Timeout (0:00:00.200000)!")
     assert "in waiting_here" in report and "after the dump" not in report
     assert stall_report("usage: docflow ...\ndocflow: error: nothing\n") is None
+    assert stall_report("docflow: error: Timeout (30 s) reading the server\n") is None
 
 
 def test_a_command_past_the_limit_warns_with_its_stacks_and_still_runs(
