@@ -24,6 +24,9 @@ from tests.conftest import REPO
 #: Seconds after which a command's threads are dumped (the longest command takes about 15).
 STALL_S = 45
 
+#: The line ``faulthandler.dump_traceback_later`` writes before the stacks.
+_DUMP_HEADER = re.compile(r"^Timeout \(\d+:\d\d:\d\d(\.\d+)?\)!$", re.M)
+
 
 def _watched(seconds: float) -> str:
     """Return the ``-c`` code of ``python -m flows`` with the stall dump armed first."""
@@ -32,10 +35,6 @@ def _watched(seconds: float) -> str:
         f"faulthandler.dump_traceback_later({seconds})\n"
         "runpy.run_module('flows', run_name='__main__', alter_sys=True)\n"
     )
-
-
-#: The line ``faulthandler.dump_traceback_later`` writes before the stacks.
-_DUMP_HEADER = re.compile(r"^Timeout \(\d+:\d\d:\d\d(\.\d+)?\)!$", re.M)
 
 
 class StallWarning(UserWarning):
