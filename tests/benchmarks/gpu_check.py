@@ -18,8 +18,9 @@ measurements first, so that a run cut short loses a comparison, not a goal:
    later run on the machine), with the store on a ``chroma run`` started on the machine
    (``corpus_server``, ``--chroma-host``: what taking Chroma's writes, which hold the GIL,
    out of the flow's process gains, with a bare collection's upsert rate on that server
-   beside it), with the embedded store's upserts in a writer process of their own
-   (``corpus_writer``: the same question for the embedded store, measured before building
+   beside it), with the embedded store's upserts in a writer process of their own,
+   started with the command and fed without waiting (``corpus_writer``: the same question
+   for the embedded store, the most such a process could gain, measured before building
    it; tests/benchmarks/store_writer.py), ``store`` (``bench_store``'s ways of writing the
    corpus's Markdown chunks: embedded with Chroma's and bulk-load HNSW settings, a
    ``chroma run`` with 1, 2 and 4 writers) and with the model in the flow's process
@@ -148,8 +149,12 @@ def run_ingest(
         log.write_text("".join(err_lines))
     if proc.returncode not in (0, 3):
         raise RuntimeError(f"ingest exited {proc.returncode}: {''.join(err_lines)[-2000:]}")
+    from tests.benchmarks.store_writer import TIMINGS
+
     summary = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    writer = [json.loads(line[len(TIMINGS) :]) for line in err_lines if line.startswith(TIMINGS)]
     return {
+        **({"writer": writer[-1]} if writer else {}),  # store_writer.py's upserts and waits
         "wall_s": round(wall, 2),
         "flow_s": summary["seconds"],
         "first_stored_s": round(first[0], 2) if first else None,
@@ -361,9 +366,10 @@ def check(
     # With the store on a server (issue 28: measure it against the embedded one).
     if "server" not in skip:
         record("corpus_server", on_chroma_server(corpus, work, out))
-    # The embedded store's upserts in a writer process of their own (a measurement only,
-    # tests/benchmarks/store_writer.py): what taking Chroma's GIL-holding writes out of the
-    # flow's process gains where cores are spare (on two cores: nothing; docs/performance.md).
+    # The embedded store's upserts in a pipelined writer process of their own (a measurement
+    # only, tests/benchmarks/store_writer.py): what taking Chroma's GIL-holding writes out of
+    # the flow's process gains where cores are spare (on two cores: about 1.5 s of 19.7;
+    # docs/performance.md).
     if "writer" not in skip:
         log = beside(out, "writer.log")
         writer = run_ingest(corpus, work / "data-writer", log, module=WRITER)

@@ -143,10 +143,26 @@ def test_the_check_measures_every_goal_on_the_cpu(
     }  # fmt: skip
 
 
+def _undo_routing_after_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Have the test's monkeypatch restore every ChromaStore method a writer routing wraps."""
+    from tasks.index.store import ChromaStore
+
+    for name in ("upsert", "delete", "update_metadata", "ids", "count", "query"):
+        monkeypatch.setattr(ChromaStore, name, getattr(ChromaStore, name))
+
+
+@pytest.mark.parametrize("writer", ["pipelined", "1"])
 def test_the_writer_process_variant_stores_what_the_flow_would(
-    tmp_path: Path, tiny_corpus: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    tiny_corpus: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    writer: str,
 ) -> None:
-    """The GPU check's ``writer`` step: the same rows, written by a child process."""
+    """The GPU check's ``writer`` step: the same rows, written by a child process.
+
+    Pipelined (the step's way: upserts queued, the run's end waits for them) and waiting.
+    """
     from tasks.common.tables import read_table
     from tasks.embed.model import register_encoder
     from tasks.index.store import ChromaStore
@@ -155,7 +171,8 @@ def test_the_writer_process_variant_stores_what_the_flow_would(
     from tests.fake_encoder import HashEncoder
 
     register_encoder("writer-hash-64", lambda: HashEncoder(64))
-    monkeypatch.setattr(ChromaStore, "upsert", ChromaStore.upsert)  # undone after the test
+    _undo_routing_after_the_test(monkeypatch)
+    monkeypatch.setenv("DOCFLOW_BENCH_STORE_WRITER", writer)
     calls: list[int] = []
     send = store_writer.Writer.upsert
 
@@ -164,11 +181,23 @@ def test_the_writer_process_variant_stores_what_the_flow_would(
         send(self, name, ids, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store_writer.Writer, "upsert", counted)
+    started: list[str] = []
+    start = store_writer.Writer.__init__
+
+    def starting(self: store_writer.Writer, path: str) -> None:
+        started.append(path)
+        start(self, path)
+
+    monkeypatch.setattr(store_writer.Writer, "__init__", starting)
     data = tmp_path / "data"
     argv = ["ingest", "--source", str(tiny_corpus), "--data-dir", str(data)]
     assert gpu_check.WRITER == store_writer.__name__  # the command line the check runs
     assert store_writer.main([*argv, "--model", "writer-hash-64"]) == 0
-    assert calls and set(calls) != {os.getpid()}  # every write went through one child
+    timings = capsys.readouterr().err.splitlines()[-1]  # what the check records beside it
+    assert timings.startswith(store_writer.TIMINGS)
+    assert json.loads(timings[len(store_writer.TIMINGS) :])["requests"] == len(calls)
+    assert started == [str(data / "chroma")]  # one writer, started with the command
+    assert calls and len(set(calls)) == 1 and os.getpid() not in calls  # every write through it
     assert not store_writer._writers  # stopped with the command
     rows = read_rows(ChromaStore.open(data, "docflow", create=False).collection())
     chunks = read_table(data, "chunks", ["chunk_id", "text"]).to_pydict()
@@ -187,8 +216,23 @@ def test_routing_to_the_writer_twice_keeps_one_routing(monkeypatch: pytest.Monke
     from tasks.index.store import ChromaStore
     from tests.benchmarks import store_writer
 
-    monkeypatch.setattr(ChromaStore, "upsert", ChromaStore.upsert)  # undone after the test
-    store_writer.patch()
-    routed = ChromaStore.upsert
-    store_writer.patch()
-    assert ChromaStore.upsert is routed
+    _undo_routing_after_the_test(monkeypatch)
+    store_writer.patch(pipelined=True)
+    routed, deleting = ChromaStore.upsert, ChromaStore.delete
+    store_writer.patch(pipelined=True)
+    assert ChromaStore.upsert is routed and ChromaStore.delete is deleting
+
+
+def test_a_pipelined_writer_reports_its_childs_failure_when_drained(tmp_path: Path) -> None:
+    from tests.benchmarks import store_writer
+
+    writer = store_writer.PipelinedWriter(str(tmp_path / "chroma"))
+    try:
+        vectors = np.zeros((1, 4), dtype=np.float32)
+        writer.upsert("no-such-collection", ["a"], vectors, ["text"], [{"k": 1}])  # returns
+        with pytest.raises(RuntimeError, match="the store writer failed: .*no-such-collection"):
+            writer.drain()
+    finally:
+        writer.errors.clear()
+        writer.stop()
+    assert writer.process.returncode == 0

@@ -70,3 +70,35 @@ def test_bench_ceiling_judges_by_the_round_of_median_ratio() -> None:
     assert median_round(rounds)["round"] == 2
     assert median_round(rounds[:1])["round"] == 0
     assert median_round(rounds[:2])["flow_vs_bare"] == 0.62  # the lower middle of two
+
+
+def test_bench_ceiling_reports_a_pipelined_writer_against_the_bare_collection(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.benchmarks.bench_ceiling import report
+
+    run = {"workers": 2, "flow_s": 18.0, "chunks": 1000, "chunks_per_s": 55.6}
+    writer = {"upsert_s": 12.0, "idle_s": 0.5, "requests": 20}
+    report(
+        {
+            "files": 3,
+            "megabytes": 1.0,
+            "cores": 2,
+            "store": "embedded, pipelined writer process",
+            "runs": [run | {"stage_seconds": {"store": 2.0}}],
+            "best": run | {"writer": writer},
+            "bare_chroma_rows_per_s": 100.0,
+            "flow_vs_bare": 0.56,
+            "rounds_flow_vs_bare": [0.56],
+            "batches": [500, 500],
+            "largest_batch_vs_median": 1.0,
+            "store_rows_per_s": 500.0,
+            "store_vs_bare": 5.0,
+        }  # fmt: skip
+    )
+    out = capsys.readouterr().out
+    # the bare collection took 1000 rows at 100 rows/s: 10 s, against the writer's 12
+    assert "20 upserts took 12.0 s (the bare collection 10.0 s for the same rows: 1.20x)" in out
+    assert "waited 0.5 s between them" in out
+    store = next(line for line in out.splitlines() if line.startswith("store stage"))
+    assert store.endswith("not judged: the stage only queues the upserts")  # not "met"
