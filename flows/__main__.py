@@ -1,6 +1,6 @@
 """``python -m flows``: the docflow command line."""
 
-from flows.cli import main
+from flows.cli import run
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

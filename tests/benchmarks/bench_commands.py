@@ -7,6 +7,9 @@
 - A cold ``docflow query`` process against its peer, a fresh process that does only what a
   query cannot avoid: open the Chroma collection, embed the question with the same model
   and backend, and ask Chroma for the five nearest chunks.
+- A cold unchanged rerun as a command (``python -m flows ingest``, which freezes the
+  garbage collector's objects before it exits: ``flows.cli.run``) against the same command
+  through :func:`flows.cli.main` without the freeze (the peer), alternating.
 
 Measured on this 2-core machine (the figures in the closing notes and docs/retrieval.md).
 """
@@ -64,6 +67,18 @@ def cold_peer(data_dir: Path) -> tuple[float, str]:
     return time.perf_counter() - started, done.stdout.strip()
 
 
+#: The peer of a cold command: the same command line, without run()'s freeze at exit.
+UNFROZEN = "import sys; from flows.cli import main; sys.argv[0] = 'docflow'; sys.exit(main())"
+
+
+def cold_command(argv: list[str], frozen: bool) -> float:
+    """Run a docflow command in a new process, with or without run()'s freeze; its seconds."""
+    entry = ["-m", "flows"] if frozen else ["-c", UNFROZEN]
+    started = time.perf_counter()
+    subprocess.run([sys.executable, *entry, *argv], capture_output=True, check=True, cwd=REPO)
+    return time.perf_counter() - started
+
+
 def rerun_seconds(source: Path, data_dir: Path, heartbeat: int | None) -> list[float]:
     """Time RUNS unchanged reruns through the CLI, with Prefect's heartbeat every ``heartbeat`` s
     (None: as the CLI runs them)."""
@@ -98,6 +113,7 @@ def main() -> dict[str, Any]:
         ours_runs = rerun_seconds(source, data_dir, heartbeat=None)
         queries = [cold_query(data_dir) for _ in range(3)]
         peers = [cold_peer(data_dir) for _ in range(3)]
+        pairs = [(cold_command(argv, True), cold_command(argv, False)) for _ in range(RUNS)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     assert all("winter-preparation.md" in out for _, out in queries + peers)  # both answer
@@ -108,7 +124,15 @@ def main() -> dict[str, Any]:
     print(f"unchanged rerun, as the CLI runs it          {rerun:6.2f} s  ratio {ratio:.2f}")
     print(f"cold query process, Chroma + model (peer)    {peer:6.2f} s (median of 3)")
     print(f"cold docflow query                           {query:6.2f} s  ratio {query / peer:.2f}")
+    frozen = statistics.median(f for f, _ in pairs)
+    unfrozen = statistics.median(u for _, u in pairs)
+    print(f"cold unchanged rerun, main() (peer)          {unfrozen:6.2f} s (median of {RUNS})")
+    cold = frozen / unfrozen
+    print(f"cold unchanged rerun, docflow (frozen exit)  {frozen:6.2f} s  ratio {cold:.2f}")
     return {
+        "cold_rerun_unfrozen_s": unfrozen,
+        "cold_rerun_s": frozen,
+        "cold_rerun_ratio": cold,
         "rerun_peer_s": rerun_peer,
         "rerun_s": rerun,
         "rerun_ratio": ratio,
