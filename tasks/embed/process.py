@@ -31,6 +31,7 @@ during the child's bootstrap). It talks over a
 from __future__ import annotations
 
 import atexit
+import gc
 import multiprocessing as mp
 import os
 import subprocess
@@ -138,20 +139,23 @@ def _serve(conn: Connection, model: str, device: str, backend: str) -> None:
         except Exception as exc:  # noqa: BLE001 - the parent raises it as its own error
             answer = _Failed(f"{type(exc).__name__}: {exc}")
         conn.send(answer)
+    gc.freeze()  # the parent waits for this exit: skip the teardown's walk (flows/cli.py run)
 
 
 class EmbedProcess:
     """A child process that encodes with one model and its settings."""
+
+    #: What the child runs (a benchmark's peer runs it another way).
+    CODE = "import sys; from tasks.embed.process import serve; serve(sys.argv[1:])"
 
     def __init__(self, model: str, device: str, backend: str) -> None:
         self.conn, child = mp.Pipe()
         # a new interpreter (never a fork of a process that may hold a CUDA context), with
         # this process's import path, so that it finds docflow where this process did
         path = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        code = "import sys; from tasks.embed.process import serve; serve(sys.argv[1:])"
         fd = child.fileno()
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(fd), model, device, backend],
+            [sys.executable, "-c", self.CODE, str(fd), model, device, backend],
             pass_fds=(fd,),
             env={**os.environ, "PYTHONPATH": path, ENV: "0"},  # the child encodes itself
         )

@@ -7,11 +7,15 @@
 - A cold ``docflow query`` process against its peer, a fresh process that does only what a
   query cannot avoid: open the Chroma collection, embed the question with the same model
   and backend, and ask Chroma for the five nearest chunks.
+- The exit of the embedding child (where a run's own exit waits for it: on CUDA), the torch
+  backend on this CPU, against a child that skips the freeze at the end of its loop (the
+  peer), alternating.
 - A cold unchanged rerun as a command (``python -m flows ingest``, which freezes the
   garbage collector's objects before it exits: ``flows.cli.run``) against the same command
   through :func:`flows.cli.main` without the freeze (the peer), alternating.
 
-Measured on this 2-core machine (the figures in the closing notes and docs/retrieval.md).
+Measured on this 2-core machine (the figures in the closing notes, docs/retrieval.md and
+docs/performance.md).
 """
 
 from __future__ import annotations
@@ -79,6 +83,21 @@ def cold_command(argv: list[str], frozen: bool) -> float:
     return time.perf_counter() - started
 
 
+def child_stop_seconds(frozen: bool) -> float:
+    """Start an embedding child, encode once, then time its stop (the parent waits for it)."""
+    from tasks.embed.model import DEFAULT_MODEL
+    from tasks.embed.process import EmbedProcess
+
+    class Unfrozen(EmbedProcess):
+        CODE = "import gc, sys; gc.freeze = lambda: None; " + EmbedProcess.CODE.split("; ", 1)[1]
+
+    child = (EmbedProcess if frozen else Unfrozen)(DEFAULT_MODEL, "cpu", "torch")
+    child.embed([QUESTION] * 32, 32)
+    started = time.perf_counter()
+    child.stop()
+    return time.perf_counter() - started
+
+
 def rerun_seconds(source: Path, data_dir: Path, heartbeat: int | None) -> list[float]:
     """Time RUNS unchanged reruns through the CLI, with Prefect's heartbeat every ``heartbeat`` s
     (None: as the CLI runs them)."""
@@ -114,6 +133,7 @@ def main() -> dict[str, Any]:
         queries = [cold_query(data_dir) for _ in range(3)]
         peers = [cold_peer(data_dir) for _ in range(3)]
         pairs = [(cold_command(argv, True), cold_command(argv, False)) for _ in range(RUNS)]
+        stops = [(child_stop_seconds(True), child_stop_seconds(False)) for _ in range(3)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     assert all("winter-preparation.md" in out for _, out in queries + peers)  # both answer
@@ -129,7 +149,14 @@ def main() -> dict[str, Any]:
     print(f"cold unchanged rerun, main() (peer)          {unfrozen:6.2f} s (median of {RUNS})")
     cold = frozen / unfrozen
     print(f"cold unchanged rerun, docflow (frozen exit)  {frozen:6.2f} s  ratio {cold:.2f}")
+    stop, stop_peer = (statistics.median(x) for x in zip(*stops, strict=True))
+    print(f"embedding child's exit, unfrozen (peer)      {stop_peer:6.2f} s (median of 3)")
+    print(
+        f"embedding child's exit, frozen               {stop:6.2f} s  ratio {stop / stop_peer:.2f}"
+    )
     return {
+        "child_stop_unfrozen_s": stop_peer,
+        "child_stop_s": stop,
         "cold_rerun_unfrozen_s": unfrozen,
         "cold_rerun_s": frozen,
         "cold_rerun_ratio": cold,

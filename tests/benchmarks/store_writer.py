@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -292,4 +293,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    gc.freeze()  # as docflow's own command exits (flows.cli.run): the check compares walls
+    raise SystemExit(code)

@@ -182,3 +182,28 @@ def test_where_a_child_encodes_it_picks_the_device_and_this_process_never_import
     forced = got["1"]
     assert forced["shape"] == [2, 384] and forced["device"] == "cpu" and not forced["torch"]
     assert len(forced["children"]) == 1 and forced["starts"] == 2  # encoded there, one child
+
+
+#: The child's loop, its work already done (the parent's None waits in the pipe); reports,
+#: from the exit handler that runs last, how many objects the collector froze.
+ENDING = """
+import atexit, gc, multiprocessing, sys
+from tasks.embed import process
+
+atexit.register(lambda: print("frozen", gc.get_freeze_count(), file=sys.stderr))
+parent, child = multiprocessing.Pipe()
+parent.send(None)
+process._serve(child, "all-MiniLM-L6-v2", "cpu", "onnx")
+print(parent.recv())
+"""
+
+
+def test_the_child_freezes_its_objects_before_the_exit_its_parent_waits_for() -> None:
+    """The parent's exit waits for the child's: its teardown would walk torch's objects."""
+    done = subprocess.run(
+        [sys.executable, "-c", ENDING], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "(384, 'cpu')"  # it loaded the model and answered ready
+    frozen = [line for line in done.stderr.splitlines() if line.startswith("frozen ")]
+    assert frozen and int(frozen[-1].split()[1]) > 10_000
