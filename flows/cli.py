@@ -102,9 +102,9 @@ def run() -> NoReturn:
     Before exiting it freezes the garbage collector's objects (``gc.freeze``): the work is
     written and closed by then, and what is left is the interpreter's teardown, whose last
     collections walk every object the imports made (Prefect, Chroma, pyarrow, the model's
-    libraries): about 1 s of an unchanged rerun of the sample corpus (5.7 s without,
-    4.7 s with; ``bench_commands``). The exit handlers still run: Prefect's log and event flush, the
-    temporary server's stop, the workers' and the embedding child's stop. Only cyclic
+    libraries): about 1 s of an unchanged rerun of the sample corpus (5.7 s without, 4.7 s
+    with; ``bench_commands``). The exit handlers still run: Prefect's log and event flush,
+    the temporary server's stop, the workers' and the embedding child's stop. Only cyclic
     garbage is left uncollected, for the OS to take back. Tests call :func:`main`, whose
     process goes on.
     """
