@@ -28,11 +28,19 @@ STALL_S = 45
 _DUMP_HEADER = re.compile(r"^Timeout \(\d+:\d\d:\d\d(\.\d+)?\)!$", re.M)
 
 
+#: Seconds the command sleeps before it starts (0: none). The tests of the dump itself set
+#: it past their tiny ``STALL_S``: faulthandler reads the threads' frames without the GIL,
+#: which can crash a thread that runs Python meanwhile (about one run in four when the dump
+#: fell amid the imports); a thread that waits, as a stalled command's do, is safe.
+PAUSE_S = 0.0
+
+
 def _watched(seconds: float) -> str:
     """Return the ``-c`` code of ``python -m flows`` with the stall dump armed first."""
     return (
-        "import faulthandler, runpy\n"
+        "import faulthandler, runpy, time\n"
         f"faulthandler.dump_traceback_later({seconds})\n"
+        f"time.sleep({PAUSE_S})\n"
         "runpy.run_module('flows', run_name='__main__', alter_sys=True)\n"
     )
 

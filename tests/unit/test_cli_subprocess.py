@@ -35,7 +35,8 @@ def test_the_stall_report_is_the_dump_and_only_the_dump() -> None:
 def test_a_command_past_the_limit_warns_with_its_stacks_and_still_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(cli_subprocess, "STALL_S", 0.01)  # dumped while it imports
+    monkeypatch.setattr(cli_subprocess, "STALL_S", 0.01)  # dumped while it waits to start
+    monkeypatch.setattr(cli_subprocess, "PAUSE_S", 0.5)
     with pytest.warns(StallWarning, match=r"docflow --help ran past 0.01 s:\nTimeout") as seen:
         proc = docflow("--help")
     assert proc.returncode == 0 and proc.stdout.startswith("Usage: docflow ")
