@@ -46,7 +46,7 @@ BATCH_SPREAD = 2.0  # the largest batch's chunks at most this times the median b
 
 def _in_writer() -> bool:
     """Return whether this run measures the embedded store's writes in a process of their own."""
-    return os.environ.get("DOCFLOW_BENCH_STORE_WRITER") in ("1", "pipelined")
+    return _pipelined() or os.environ.get("DOCFLOW_BENCH_STORE_WRITER") == "1"
 
 
 def _pipelined() -> bool:

@@ -89,7 +89,7 @@ def child_stop_seconds(frozen: bool) -> float:
     from tasks.embed.process import EmbedProcess
 
     class Unfrozen(EmbedProcess):
-        CODE = "import gc, sys; gc.freeze = lambda: None; " + EmbedProcess.CODE.split("; ", 1)[1]
+        CODE = "import gc; gc.freeze = lambda: None; " + EmbedProcess.CODE
 
     child = (EmbedProcess if frozen else Unfrozen)(DEFAULT_MODEL, "cpu", "torch")
     child.embed([QUESTION] * 32, 32)

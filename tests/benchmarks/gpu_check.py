@@ -368,7 +368,7 @@ def check(
         record("corpus_server", on_chroma_server(corpus, work, out))
     # The embedded store's upserts in a pipelined writer process of their own (a measurement
     # only, tests/benchmarks/store_writer.py): what taking Chroma's GIL-holding writes out of
-    # the flow's process gains where cores are spare (on two cores: about 1.5 s of 19.7;
+    # the flow's process gains where cores are spare (on two cores: 0.8 s of 19.2 on average;
     # docs/performance.md).
     if "writer" not in skip:
         log = beside(out, "writer.log")

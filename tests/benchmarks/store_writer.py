@@ -170,6 +170,9 @@ class PipelinedWriter(Writer):
         self.drain()
 
 
+#: The ChromaStore methods that a pipelined routing makes wait for the queued upserts.
+AFTER_WRITES = ("delete", "update_metadata", "ids", "count", "query")
+
 _writers: dict[str, Writer] = {}
 _lock = threading.Lock()
 
@@ -187,9 +190,8 @@ def patch(pipelined: bool = False) -> None:
     in_process = ChromaStore.upsert
     if getattr(in_process, "routed_to_writer", False):
         return
-    kind = PipelinedWriter if pipelined else Writer
     if pipelined:
-        for method in ("delete", "update_metadata", "ids", "count", "query"):
+        for method in AFTER_WRITES:
             setattr(ChromaStore, method, _after_writes(getattr(ChromaStore, method)))
 
     def upsert(
@@ -203,8 +205,7 @@ def patch(pipelined: bool = False) -> None:
         if settings.chroma_api_impl.endswith("FastAPI") or not path:  # a server: as it is
             return in_process(self, chunks, vectors, metadatas)
         self.collection()  # created in this process (open_index), before any write
-        with _lock:
-            writer = _writers.get(path) or _writers.setdefault(path, kind(path))
+        writer = _writer_for(path, pipelined)
         metas = [flatten_metadata(c) for c in chunks] if metadatas is None else metadatas
         step = self._step()
         for lo in range(0, len(chunks), step):
@@ -226,10 +227,15 @@ def prestart(path: Path, pipelined: bool = False) -> None:
     Its child imports Chroma while the run plans and loads, as a writer started with the run
     would; it opens the store at the first write.
     """
-    kind = PipelinedWriter if pipelined else Writer
+    _writer_for(str(path), pipelined)
+
+
+def _writer_for(path: str, pipelined: bool) -> Writer:
+    """Return this process's writer of the store at ``path``, starting it if there is none."""
     with _lock:
-        if str(path) not in _writers:
-            _writers[str(path)] = kind(str(path))
+        if path not in _writers:
+            _writers[path] = (PipelinedWriter if pipelined else Writer)(path)
+        return _writers[path]
 
 
 def _after_writes(method: Callable[..., Any]) -> Callable[..., Any]:

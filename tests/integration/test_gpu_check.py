@@ -146,8 +146,9 @@ def test_the_check_measures_every_goal_on_the_cpu(
 def _undo_routing_after_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
     """Have the test's monkeypatch restore every ChromaStore method a writer routing wraps."""
     from tasks.index.store import ChromaStore
+    from tests.benchmarks.store_writer import AFTER_WRITES
 
-    for name in ("upsert", "delete", "update_metadata", "ids", "count", "query"):
+    for name in ("upsert", *AFTER_WRITES):
         monkeypatch.setattr(ChromaStore, name, getattr(ChromaStore, name))
 
 
