@@ -111,11 +111,14 @@ def _free_port() -> int | None:
     return None
 
 
-#: The server's command line: uvicorn, once a thread watches the command's process (argv[1]).
+#: The server's command line: uvicorn, once a thread watches the command's process (argv[1])
+#: and the process has stepped down in CPU priority (tasks/common/priority.py).
 _SERVE = (
     "import runpy, sys\n"
     "from tasks.common.lifetime import exit_with\n"
+    "from tasks.common.priority import SERVER_NICE, lower_priority\n"
     "exit_with(int(sys.argv.pop(1)))\n"
+    "lower_priority(SERVER_NICE)\n"
     "runpy.run_module('uvicorn', run_name='__main__', alter_sys=True)\n"
 )
 
@@ -131,7 +134,9 @@ def spawn() -> EarlyServer | None:
     session of its own, so that a terminal's Ctrl-C reaches this command alone, which then
     records the interrupted run on a live server and stops it (in the terminal's process
     group the server died first, and the command spent minutes retrying it); and it ends
-    when this process does, ``kill -9`` included (:mod:`tasks.common.lifetime`).
+    when this process does, ``kill -9`` included (:mod:`tasks.common.lifetime`). It runs
+    :data:`~tasks.common.priority.SERVER_NICE` steps below the command: the run never waits
+    for the logs and events it takes, so on a busy machine it yields the CPU to the run.
     """
     if server_configured():
         return None

@@ -204,10 +204,13 @@ class LexicalIndex(SQLiteFile):
         behind any busy thread of the process (docs/performance.md, "The store stage").
         An id already present has its words removed first.
 
-        ``alongside``: work to run on a thread of its own while SQLite writes (the vector
-        store's upsert: an embedded Chroma holds the GIL for the whole of it, which these
-        statements do not need). It is called exactly once and waited for before the
-        transaction commits; its error is raised first (and nothing is committed).
+        ``alongside``: work to run on a thread of its own while SQLite indexes the words
+        (the vector store's upsert: an embedded Chroma holds the GIL for the whole of it,
+        which that statement does not need). It starts once the quick statements are done,
+        right before the words' (about three quarters of the time: a statement that ends
+        waits for the GIL, so only one can run beside Chroma), is called exactly once and
+        is waited for before the transaction commits; its error is raised first (and
+        nothing is committed).
         """
         rows = [
             (chunk_id, body, json.dumps(dict(meta), ensure_ascii=False, sort_keys=True))
@@ -217,15 +220,11 @@ class LexicalIndex(SQLiteFile):
             if alongside is not None:
                 alongside()
             return 0
-        payloads: Iterable[tuple[str]] = (
-            (json.dumps(_wire(part), ensure_ascii=False),) for part in _slices(rows)
-        )
-        if alongside is not None:  # made before the work starts, which holds the GIL
-            payloads = list(payloads)
+        payloads = [(json.dumps(_wire(part), ensure_ascii=False),) for part in _slices(rows)]
         # json_extract ends a string at a NUL: such bodies go bound, a statement each (rare)
         with_nul = [(body, chunk_id) for chunk_id, body, _ in rows if "\x00" in body]
-        with self._transaction() as db, running_beside(alongside):
-            for payload in payloads:
+        with self._transaction() as db, running_beside(alongside) as start:
+            for payload in payloads:  # the ids' old words out, their rows in: quick
                 db.execute(
                     "DELETE FROM terms WHERE rowid IN (SELECT c.id FROM chunks c "
                     f"JOIN {_ROWS} j ON c.chunk_id = j.chunk_id)",
@@ -237,6 +236,8 @@ class LexicalIndex(SQLiteFile):
                     "ON CONFLICT (chunk_id) DO UPDATE SET metadata = excluded.metadata",
                     payload,
                 )
+            start()
+            for payload in payloads:
                 db.execute(
                     "INSERT INTO terms (rowid, body) SELECT c.id, j.body "
                     f"FROM {_ROWS} j JOIN chunks c ON c.chunk_id = j.chunk_id "

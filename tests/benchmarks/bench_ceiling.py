@@ -7,6 +7,7 @@ loading, splitting, the embedding bookkeeping (model inputs, cache, parts), the 
 value from 0 (everything in the flow's process) to the machine's core count runs from an
 empty data dir, in this process (flow time, the run's own ``seconds``), and prints chunks/s
 and each stage's busy seconds (stages overlap: they can add up to more than the run).
+Prefect's temporary server is started as ``docflow ingest`` starts it (flows/temporary_server.py).
 
 In the same run, a bare Chroma collection takes the same rows (ids, vectors, texts,
 metadata) in the same batches: the flow's chunks/s and the store stage's rate (chunks
@@ -165,6 +166,7 @@ def main() -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="docflow-ceiling-"))
     with contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, work, ignore_errors=True)  # last, after the server
+        _prefect_server_as_commands_start_it(stack)
         server = None
         if os.environ.get("DOCFLOW_BENCH_CHROMA") == "server":
             port, _ = stack.enter_context(
@@ -187,6 +189,20 @@ def main() -> dict[str, Any]:
     }
     report(result)
     return result
+
+
+def _prefect_server_as_commands_start_it(stack: contextlib.ExitStack) -> None:
+    """Start Prefect's temporary server the way ``docflow ingest`` does, and wait for it.
+
+    flows/temporary_server.py (its own session, below the command's CPU priority) rather
+    than the one Prefect would start on the flow's first call: the flows here then share
+    the cores with the server a user's command runs beside.
+    """
+    from flows import temporary_server
+
+    starting = temporary_server.adopt(stack.enter_context(temporary_server.started()))
+    if starting is not None:
+        starting.join()
 
 
 def one_round(

@@ -403,6 +403,41 @@ def test_a_failed_run_publishes_its_artifacts_as_failed(
     assert "ingest-chunk-sizes-failing-run" in arts
 
 
+def test_each_store_task_run_is_linked_to_the_runs_that_made_its_batch(
+    corpus: Path, warm_data_dir: Path
+) -> None:
+    """The store is handed its batch's futures once they have given their results (no server
+    call on the store's chain): Prefect links it to the load, split and embed runs that made
+    its batch (the run's graph in the UI), one each. (Handed the results instead, Prefect
+    links by the identity of their fields, and an empty tuple is every task's result.)"""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.objects import TaskRunResult
+
+    state = ingest(params(corpus, warm_data_dir), return_state=True)  # 4 batches of 3 files
+    assert state.is_completed()
+    run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+    deadline = time.monotonic() + 30
+    while True:  # task runs reach the server as events, a little after the run
+        with get_client(sync_client=True) as client:
+            runs = client.read_task_runs(flow_run_filter=run, limit=200)
+        stage = {t.id: t.name.rsplit("-", 1)[0] for t in runs}
+        stores = [t for t in runs if stage[t.id] == "store"]
+        if len(stores) >= 3 and all(t.state and t.state.is_final() for t in runs):
+            break
+        assert time.monotonic() < deadline, sorted(stage.values())
+        time.sleep(0.5)
+    made = []
+    for store in stores:
+        inputs = {
+            name: [stage[i.id] for i in found if isinstance(i, TaskRunResult)]
+            for name, found in store.task_inputs.items()
+            if name in ("documents", "chunks", "embeddings")
+        }
+        assert inputs == {"documents": ["load"], "chunks": ["split"], "embeddings": ["embed"]}
+        made.extend(i.id for name in inputs for i in store.task_inputs[name])
+    assert len(set(made)) == len(made)  # each store its own batch's runs
+
+
 def _rows(data: object) -> list[dict[str, str]]:
     rows = json.loads(data) if isinstance(data, str) else data
     assert isinstance(rows, list)

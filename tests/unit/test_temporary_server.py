@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,27 @@ def test_no_second_server_while_prefect_holds_an_earlier_commands(
         assert not temporary_server.server_configured()
         monkeypatch.setattr(SubprocessASGIServer(), "running", True)  # as adopt() leaves it
         assert temporary_server.server_configured() and temporary_server.spawn() is None
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no CPU priorities on this OS")
+def test_the_server_runs_below_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server takes the run's logs and events, which the run never waits for: it runs
+    SERVER_NICE steps down, so that on a busy machine the run's own work goes first."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from tasks.common.priority import SERVER_NICE
+
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        monkeypatch.setattr(SubprocessASGIServer(), "running", False)  # none from an earlier test
+        with temporary_server.started() as early:
+            assert early is not None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # it steps down once its interpreter is up
+                nice = os.getpriority(os.PRIO_PROCESS, early.process.pid)
+                if nice != mine or early.process.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert nice == min(19, mine + SERVER_NICE)
+    assert early.process.poll() is not None  # not adopted: stopped with the block
