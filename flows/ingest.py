@@ -134,9 +134,9 @@ def _stages(
 
     for done, (loaded, chunks, vectors) in enumerate(stages, start=1):
         lifetime.check_stopping()  # a backfill that stops stops its partitions' runs
-        # results first: a future that has given its result holds its final state, which
-        # Prefect would otherwise ask its server for (~25 ms each, on the store's chain)
-        # when the store task is handed the futures (its links to the runs that made them)
+        # results first: a future that has given its result holds its final state; handed
+        # one that has not, Prefect asks its server for the state (~25 ms a future, on the
+        # store's chain) to link the store to the run that made the part
         docs, split, embedded = loaded.result(), chunks.result(), vectors.result()
         synced = store_task(ctx, loaded, chunks, vectors)  # type: ignore[call-overload]
         summary.add_batch(docs, split, embedded, synced)
