@@ -30,6 +30,7 @@ from tasks.common.tables import PartRef, mark_interrupted, use_tables_url, write
 from tasks.discover.files import root_id
 from tasks.discover.plan import plan_task
 from tasks.embed.task import embed_task
+from tasks.index import held
 from tasks.index.consistency import open_index_task
 from tasks.index.manifest import Manifest
 from tasks.index.store import use_chroma_server
@@ -87,7 +88,9 @@ def run_ingest(
     summary.warnings.extend(mark_interrupted(params.data_path, params.collection, ctx.run_id))
     write_run(params.data_path, ctx.run_id, summary.to_dict() | extra)
     try:
-        with lifetime.stoppable():  # a Ctrl-C or failure: the work in flight gives up
+        # a Ctrl-C or failure: the work in flight gives up; the store tasks share their
+        # open index and manifest (tasks/index/held.py), closed before the run is recorded
+        with lifetime.stoppable(), held.holding():
             extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)
     except BaseException as exc:
         summary.status = "failed"

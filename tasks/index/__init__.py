@@ -10,6 +10,7 @@ Where vectors are written, and everything that keeps them right:
   hash, chunk ids and status, and which collection version serves;
 - :mod:`~tasks.index.sync`: the store stage: a batch's crash-safe write (pending ids,
   upsert, stale deletes, manifest commit), with its Prefect task;
+- :mod:`~tasks.index.held`: the index and manifest a run's store tasks share, held open;
 - :mod:`~tasks.index.consistency`: before a run writes, manifest, store and lexical index
   are checked against each other and repaired;
 - :mod:`~tasks.index.admin`: whole-collection operations (versions for zero-downtime

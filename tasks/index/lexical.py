@@ -168,7 +168,7 @@ def _wire(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str | None, s
 
 
 class LexicalIndex(SQLiteFile):
-    """The BM25 index of one physical collection (open one per use; it is cheap)."""
+    """The BM25 index of one physical collection (open one per use, or hold one: held.py)."""
 
     SCHEMA = SCHEMA
 

@@ -88,7 +88,7 @@ class FileUpdate:
 
 
 class Manifest(SQLiteFile):
-    """Transactional access to ``state.db``; open one per use, it is cheap."""
+    """Transactional access to ``state.db``; open one per use (a run holds one: held.py)."""
 
     SCHEMA = SCHEMA
 

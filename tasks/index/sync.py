@@ -101,6 +101,7 @@ from prefect.tasks import exponential_backoff  # noqa: E402
 from tasks.common.errors import DocflowError  # noqa: E402
 from tasks.common.failpoints import FailpointError  # noqa: E402
 from tasks.common.tables import PartRef, read_chunks, read_documents, read_vectors  # noqa: E402
+from tasks.index.held import store_files  # noqa: E402
 from tasks.index.store import ChromaStore  # noqa: E402
 
 #: Retry settings of tasks that write the store: a Chroma server may blink, a disk may be busy.
@@ -109,6 +110,11 @@ STORE_RETRIES: dict[str, Any] = {
     "retry_delay_seconds": exponential_backoff(backoff_factor=1),  # 1, 2, 4 s
     "retry_jitter_factor": 0.5,
 }
+
+
+def _where(ctx: RunContext) -> tuple[Path, str, str | None, int]:
+    """Return where a run's store files are: data dir, collection, Chroma host and port."""
+    return Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port
 
 
 def retry_transient(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -140,8 +146,7 @@ def store_task(
     if ids != [c.chunk_id for c in batch]:
         raise RuntimeError(f"embeddings part {embeddings.path} does not match {chunks.path}")
     read = time.perf_counter()
-    index = Index.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
-    with index, Manifest.open(Path(ctx.data_dir)) as manifest:
+    with store_files(*_where(ctx)) as (index, manifest):  # held open through a run: held.py
         result = commit_batch(ctx, index, manifest, rows, batch, vectors)
     get_run_logger().info("stored %d chunks, deleted %d stale", result.written, result.deleted)
     return replace(result, seconds=time.perf_counter() - read, table_seconds=read - started)
@@ -150,8 +155,7 @@ def store_task(
 @task(name="delete", retry_condition_fn=retry_transient, **STORE_RETRIES)
 def delete_task(ctx: RunContext, sources: list[str]) -> SyncResult:
     """Remove deleted files from the collection and the manifest."""
-    index = Index.open(Path(ctx.data_dir), ctx.physical, ctx.chroma_host, ctx.chroma_port)
-    with index, Manifest.open(Path(ctx.data_dir)) as manifest:
+    with store_files(*_where(ctx)) as (index, manifest):
         result = remove_sources(ctx, index, manifest, sources)
     get_run_logger().info("%d files deleted: %d chunks removed", len(sources), result.deleted)
     return result

@@ -15,6 +15,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prefect.client.orchestration import get_client
@@ -517,3 +518,33 @@ def test_concurrent_ingests_do_not_interleave(
     )
     assert dt.datetime.fromisoformat(runs[1]["started_at"]) >= first_end
     assert snapshot(data_dir) == snapshot(sample_index)  # a from-scratch ingest of the same
+
+
+def test_a_run_opens_its_store_files_once_for_all_its_batches(
+    corpus: Path, warm_data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store tasks of a run share one open index and manifest (tasks/index/held.py);
+    the run closes them before it ends, leaving no WAL journal behind."""
+    from tasks.index import held, sync
+
+    opened: list[object] = []
+    committed: list[object] = []
+    real_open, real_commit = held._open, sync.commit_batch
+
+    def counted_open(*args: Any) -> Any:
+        opened.append(args)
+        return real_open(*args)
+
+    def counted_commit(*args: Any) -> Any:
+        committed.append(args)
+        return real_commit(*args)
+
+    monkeypatch.setattr(held, "_open", counted_open)
+    monkeypatch.setattr(sync, "commit_batch", counted_commit)
+
+    summary = ingest(params(corpus, warm_data_dir))  # 4 batches of 3 files
+
+    assert summary["status"] == "completed" and summary["chunks_written"] > 0
+    assert len(committed) == 4 and len(opened) == 1
+    journals = [*warm_data_dir.glob("state.db-wal"), *warm_data_dir.glob("lexical/*-wal")]
+    assert journals == []
