@@ -3,7 +3,9 @@
 Every later stage (load, split, embed, store) takes one batch at a time, and the store of
 one batch overlaps the loading of the next; so a batch is cut by the work it carries, the
 chunks its files will give (estimated before they are loaded), within a count of files and
-of bytes. The first batches are smaller, so the pipe fills within seconds.
+of bytes. The first batches are smaller, so the pipe fills within seconds. Each type's
+files are spread through the run (:func:`spread_by_type`), so that no stretch of batches
+holds all the files that are slow to load.
 """
 
 from __future__ import annotations
@@ -65,17 +67,41 @@ def estimate_chunks(file: FileRef, chunk_chars: int) -> int:
     return estimate
 
 
-def plan_batches(files: Sequence[FileRef], limits: BatchLimits) -> list[list[FileRef]]:
-    """Group files, in order, into batches within ``limits`` (files, bytes, estimated chunks).
+def spread_by_type(files: Sequence[FileRef], estimates: Sequence[int]) -> list[int]:
+    """Return the order of ``files`` (indexes) that spreads each type through the run.
 
-    A file that alone exceeds a limit gets a batch of its own. The first batch aims at a
-    quarter of ``limits.chunks``, the second at half: the pipe fills quickly.
+    Loading costs differ by type far more than storing does (a PDF's chunk takes many times
+    a Markdown file's to load), and a corpus's folders often keep a type together: in path
+    order the slow-to-load files came one after the other at the end, the loaders fell
+    behind and the store waited for them (docs/performance.md, "Batches"). Each file goes
+    where the run has given the share of all its type's estimated chunks (``estimates``)
+    that its type has given before it, half of its own counted; within a type, and among
+    files of one type only, the order is kept.
     """
+    totals: dict[str, int] = {}
+    for f, n in zip(files, estimates, strict=True):
+        totals[f.extension] = totals.get(f.extension, 0) + n
+    before: dict[str, int] = dict.fromkeys(totals, 0)
+    place: list[tuple[float, int]] = []
+    for i, (f, n) in enumerate(zip(files, estimates, strict=True)):
+        place.append(((before[f.extension] + n / 2) / totals[f.extension], i))
+        before[f.extension] += n
+    return [i for _, i in sorted(place)]
+
+
+def plan_batches(files: Sequence[FileRef], limits: BatchLimits) -> list[list[FileRef]]:
+    """Group files into batches within ``limits`` (files, bytes, estimated chunks).
+
+    The files go in the order of :func:`spread_by_type` (their own order where they are all
+    of one type). A file that alone exceeds a limit gets a batch of its own. The first batch
+    aims at a quarter of ``limits.chunks``, the second at half: the pipe fills quickly.
+    """
+    estimates = [estimate_chunks(f, limits.chunk_chars) for f in files]
     batches: list[list[FileRef]] = []
     current: list[FileRef] = []
     size = chunks = 0
-    for f in files:
-        estimate = estimate_chunks(f, limits.chunk_chars)
+    for i in spread_by_type(files, estimates):
+        f, estimate = files[i], estimates[i]
         target = limits.chunks >> max(0, 2 - len(batches))  # 1/4, 1/2, then the whole
         full = (
             len(current) >= limits.files

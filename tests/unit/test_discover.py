@@ -9,12 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tasks.common.config import IngestParams, LoaderOptions
 from tasks.common.documents import FileRef, file_sha256, printable_name
 from tasks.common.errors import ConfigError
 from tasks.discover import files as discover_module
-from tasks.discover.batches import BatchLimits, estimate_chunks, plan_batches
+from tasks.discover.batches import BatchLimits, estimate_chunks, plan_batches, spread_by_type
 from tasks.discover.files import discover
 from tasks.discover.plan import limits_of
 from tasks.load.batch import load_batch
@@ -344,6 +346,39 @@ def test_small_files_fill_batches_by_chunks_under_the_default_limits() -> None:
     batches = plan_batches(refs([120] * 5000), limits)
     chunks = params.batch_chunks
     assert [len(b) for b in batches] == [chunks // 4, chunks // 2, *[chunks] * 4, 250]
+
+
+def typed(names: list[str]) -> list[FileRef]:
+    return [FileRef(f"/r/{n}", n, 600, 0.0, f"{i:064x}") for i, n in enumerate(names)]
+
+
+def test_each_type_is_spread_through_the_run_in_proportion() -> None:
+    """Four Markdown files of a chunk each, then two PDFs of two: in path order both PDFs
+    came last; spread, each type has given the same share of its chunks at every point."""
+    files = typed(["a.md", "b.md", "c.md", "d.md", "x.pdf", "y.pdf"])
+    order = spread_by_type(files, [1, 1, 1, 1, 2, 2])
+    assert [files[i].source for i in order] == ["a.md", "x.pdf", "b.md", "c.md", "y.pdf", "d.md"]
+
+
+def test_batches_mix_the_types_a_folder_kept_together() -> None:
+    files = typed([*(f"{i:02}.md" for i in range(8)), *(f"{i:02}.pdf" for i in range(8))])
+    batches = plan_batches(files, BatchLimits(4, 10**9, chunks=10**9))
+    assert [sorted({f.extension for f in b}) for b in batches] == [[".md", ".pdf"]] * 4
+    assert sorted(f.source for b in batches for f in b) == sorted(f.source for f in files)
+
+
+@given(st.lists(st.tuples(st.sampled_from([".md", ".pdf", ".csv"]), st.integers(1, 50))))
+def test_spreading_keeps_every_file_once_and_each_types_order(
+    specs: list[tuple[str, int]],
+) -> None:
+    files = typed([f"{i:03}{ext}" for i, (ext, _) in enumerate(specs)])
+    order = spread_by_type(files, [n for _, n in specs])
+    assert sorted(order) == list(range(len(files)))
+    for ext in {".md", ".pdf", ".csv"}:
+        kept = [i for i in order if files[i].extension == ext]
+        assert kept == sorted(kept)
+    if len({ext for ext, _ in specs}) == 1:
+        assert order == list(range(len(files)))  # one type: the path order, unchanged
 
 
 def test_estimated_chunks_follow_text_not_markup(tmp_path: Path) -> None:
