@@ -4,8 +4,7 @@ Each store task (one per batch) used to open the collection's lexical index and 
 manifest and close them after its batch. A writable open turns SQLite's WAL journal on and
 the last close turns it off again, which checkpoints what the batch wrote and syncs it
 (tasks/common/sqlite.py); with the Chroma client's checks that was about 50 ms a batch on
-the store's chain, in the flow's process, where no other stage hides it
-(docs/performance.md, "What the flow's process does besides Chroma"). Within
+the store's chain (docs/performance.md, "The store's files held open through a run"). Within
 :func:`holding`, the first store task of a collection opens them and later ones reuse
 them; the block's end closes them, so a run leaves the data dir as it always did.
 
