@@ -66,8 +66,11 @@ def store_files(
     """
     held = _held()
     if held is None:
-        with Index.open(data_dir, physical, host, port) as index, Manifest.open(data_dir) as m:
-            yield index, m
+        files = _open(data_dir, physical, host, port)
+        try:
+            yield files
+        finally:
+            _close(files)
         return
     key = (str(data_dir), physical, host, port)
     if key not in held:
