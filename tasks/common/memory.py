@@ -5,6 +5,8 @@ same worker processes (loading, splitting), and glibc's malloc keeps what they f
 free space in its arenas. :func:`limit_malloc_arenas` caps how many arenas the flow's
 threads spread over; :func:`release_memory` returns the free space after each batch or
 file, so a process's resident size tracks what it holds, not its past peaks.
+:func:`heap_frozen` keeps the garbage collector's full collections off the objects that
+were there before a run (the imports' millions of them), so that they walk the run's own.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 import os
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 #: glibc malloc arenas the flow process may create (``MALLOC_ARENA_MAX``, when set, wins).
 MALLOC_ARENAS = 2
@@ -58,3 +64,36 @@ def release_memory() -> bool:
     """
     libc = _glibc()
     return bool(libc is not None and libc.malloc_trim(0))
+
+
+_frozen_runs = 0
+_frozen_lock = threading.Lock()
+
+
+@contextmanager
+def heap_frozen() -> Iterator[None]:
+    """Keep the cyclic garbage collector off the objects that exist now, until the block ends.
+
+    CPython's full collections walk every tracked object of the process, and a run's
+    process holds a few hundred thousand from its imports alone (Prefect, pydantic, Chroma,
+    pyarrow): each full collection that a run's allocations set off took 0.3-0.4 s of
+    the GIL on this project's 2-core machine, time in which nothing else of the process
+    runs (docs/performance.md, "The flow's garbage collection"). ``gc.freeze`` moves the
+    objects there now out of the collector's sight (a list splice, no walk); the run's own
+    objects are collected as before. At the end the objects go back (``gc.unfreeze``), so a
+    long-lived process (``docflow serve``, a worker) still collects any cyclic garbage that
+    was among them. Runs that overlap in one process share the freeze: the last to end
+    unfreezes.
+    """
+    global _frozen_runs
+    with _frozen_lock:
+        if _frozen_runs == 0:
+            gc.freeze()
+        _frozen_runs += 1
+    try:
+        yield
+    finally:
+        with _frozen_lock:
+            _frozen_runs -= 1
+            if _frozen_runs == 0:
+                gc.unfreeze()

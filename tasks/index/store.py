@@ -155,6 +155,14 @@ def use_chroma_server(params: _Params) -> _Params:
     return params.model_copy(update={"chroma_host": host, "chroma_port": port})
 
 
+def preload() -> None:
+    """Import Chroma now (0.65 s here), while a command waits for Prefect's server anyway.
+
+    It used to fall in the run's first task, before the plan (docs/performance.md).
+    """
+    import chromadb  # noqa: F401 - imported for its cost, now
+
+
 def make_client(
     path: Path | None = None, host: str | None = None, port: int = 8000, create: bool = True
 ) -> ClientAPI:

@@ -17,7 +17,11 @@ def split_task(documents: PartRef, params: IngestParams, run_id: str, batch: int
     """Split the documents of a batch into chunks (in a worker process: tasks/split/pool.py)."""
     path = part_path(params.data_path, "chunks", run_id, batch)
     result = split_batch(
-        Path(documents.path), path, build_splitter(params), params.loaders.process_count()
+        Path(documents.path),
+        path,
+        build_splitter(params),
+        params.loaders.process_count(),
+        reuse=f"{run_id}:{params.content_fingerprint()}",  # pickled once per run
     )
     get_run_logger().info(
         "batch %d: %d documents -> %d chunks", batch, documents.rows, result.chunks

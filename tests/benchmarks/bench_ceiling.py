@@ -196,11 +196,14 @@ def _prefect_server_as_commands_start_it(stack: contextlib.ExitStack) -> None:
 
     flows/temporary_server.py (its own session, below the command's CPU priority) rather
     than the one Prefect would start on the flow's first call: the flows here then share
-    the cores with the server a user's command runs beside.
+    the cores with the server a user's command runs beside. Chroma is imported meanwhile,
+    as the command imports it before its flow.
     """
     from flows import temporary_server
+    from tasks.index.store import preload
 
     starting = temporary_server.adopt(stack.enter_context(temporary_server.started()))
+    preload()  # Chroma imported while the server comes up, as the commands do
     if starting is not None:
         starting.join()
 

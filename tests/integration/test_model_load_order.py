@@ -1,5 +1,7 @@
 """A first ingest starts what takes seconds first: Prefect's server, then plans before the model.
 
+Chroma is imported before the run starts (while the server comes up), not in its first task.
+
 A fresh process (the model is loaded once per process, Prefect imported once) runs the
 real CLI with no Prefect server configured, so it needs Prefect's temporary server, on a
 copy of the harness's database (already migrated: a server that starts in seconds). The
@@ -39,7 +41,17 @@ SPY = textwrap.dedent(
         import flows.narrative as narrative
         import tasks.embed.model as model
 
+        import flows.ingest as ingest
+
         narrative.planned = spy("planned", narrative.planned)
+        real_run = ingest.run_ingest
+
+        def run_ingest(*args, **kwargs):
+            imported = "chromadb" in sys.modules
+            print(f"ORDER run chroma-imported={imported}", file=sys.stderr, flush=True)
+            return real_run(*args, **kwargs)
+
+        ingest.run_ingest = run_ingest
         model.load_onnx = spy("model-loaded", model.load_onnx)
         model.load_model = spy("model-loaded", model.load_model)
 
@@ -98,9 +110,12 @@ def test_a_first_ingest_starts_the_server_first_and_plans_before_the_model_loads
         pass
     else:
         raise AssertionError(f"the temporary server {pid} outlived the command")
+    # Chroma was imported while the server came up, before the run (not in its first task)
+    runs = [mark for mark in marks if mark[0] == "run"]
+    assert runs == [["run", "chroma-imported=True"]], marks
     # the new collection learnt its dimension from the model's files; the model loaded
     # once, for the vectors, after the plan (before this change: first, for the dimension)
-    assert order[1] == "planned", order
+    assert order[1:3] == ["run", "planned"], order
     assert "model-loaded" in order, order
 
     from tasks.index.store import ChromaStore

@@ -128,3 +128,55 @@ def test_the_same_script_with_the_guard_runs(tmp_path: Path) -> None:
     proc = _run(_script(tmp_path, guarded=True))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert ChromaStore.open(tmp_path / "d", "docflow").count() > 0
+
+
+class FreezeWatchingEncoder(HashEncoder):
+    """The HashEncoder, noting how many objects the collector had frozen at each encode."""
+
+    frozen: list[int] = []
+
+    def encode(self, texts: list[str], **kwargs: Any) -> np.ndarray:
+        import gc
+
+        self.frozen.append(gc.get_freeze_count())
+        return super().encode(texts, **kwargs)
+
+
+def test_a_first_ingest_starts_its_workers_early_and_freezes_the_heap_it_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load and split workers start as a first ingest begins (an unchanged rerun starts
+    none); full collections walked every object of the imports (0.3-0.7 s of the GIL each
+    on this machine): during a run those are frozen (tasks/common/memory.py), after it the
+    process collects them again."""
+    import gc
+
+    from tasks.load import worker as load_worker
+    from tasks.split import pool
+
+    calls: list[str] = []
+    real_load, real_split = load_worker.prestart, pool.prestart
+
+    def load(options: Any) -> Any:
+        calls.append("load")
+        return real_load(options)
+
+    def split(workers: int) -> None:
+        calls.append("split")
+        real_split(workers)
+
+    monkeypatch.setattr(load_worker, "prestart", load)
+    monkeypatch.setattr(pool, "prestart", split)
+    register_encoder("freeze-watch-64", lambda: FreezeWatchingEncoder(64))
+    FreezeWatchingEncoder.frozen.clear()
+    before = gc.get_freeze_count()
+    params = IngestParams(
+        source=str(SAMPLE), data_dir=str(tmp_path / "data"), model="freeze-watch-64", workers=1
+    )
+    first = ingest(params)
+    assert first["files_new"] == 12 and calls == ["load", "split"]
+    assert FreezeWatchingEncoder.frozen, "the encoder never ran"
+    assert min(FreezeWatchingEncoder.frozen) > before + 10_000  # the imports' objects
+    assert gc.get_freeze_count() == before
+    again = ingest(params)
+    assert again["files_unchanged"] == 12 and calls == ["load", "split"]  # none this time

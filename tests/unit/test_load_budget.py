@@ -66,6 +66,29 @@ def test_concurrent_batches_share_one_budget_of_workers_and_reuse_them(
     slot.release()
 
 
+def test_workers_started_before_the_first_batch_serve_it(tmp_path: Path) -> None:
+    """A first ingest starts its load workers while it opens the index and plans: the
+    first batch then finds them idle and starts none of its own."""
+    load_worker.shutdown()
+    for i in range(4):
+        (tmp_path / f"note-{i}.txt").write_text(f"note number {i}\n", encoding="utf-8")
+    files = discover(tmp_path, ["*.txt"])
+    options = LoaderOptions(workers=2)
+    assert load_worker.prestart(LoaderOptions(workers=0)) is None  # in process: none
+    starting = load_worker.prestart(options)
+    assert starting is not None
+    starting.join(timeout=120)
+    started = {w.process.pid for w in load_worker._idle}
+    assert len(started) == 2 and all(w.process.is_alive() for w in load_worker._idle)
+    assert len(load_batch(files, options)) == 4
+    assert {w.process.pid for w in load_worker._idle} == started  # the same two served it
+    load_worker.shutdown()
+    slot = load_worker._slots_for(2)
+    assert slot.acquire(blocking=False) and slot.acquire(blocking=False)  # every slot back
+    slot.release()
+    slot.release()
+
+
 def test_an_error_while_loading_gives_the_slots_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,6 +70,38 @@ def test_malloc_arenas_are_capped_unless_the_environment_says_otherwise() -> Non
     assert python(code, MALLOC_ARENA_MAX="8") == "False"  # the operator's value rules
 
 
+def test_runs_freeze_the_objects_from_before_them_and_the_last_one_unfreezes() -> None:
+    """Overlapping runs of one process share the freeze; cyclic garbage made before the
+    first is collected again once the last ends."""
+    out = python(
+        """
+        import gc
+        from tasks.common.memory import heap_frozen
+
+        class Cycle:
+            pass
+
+        def garbage():
+            a, b = Cycle(), Cycle()
+            a.other, b.other = b, a
+
+        garbage()
+        with heap_frozen():
+            outer = gc.get_freeze_count()
+            found_inside = gc.collect()  # the cycle is frozen: out of the collector's sight
+            with heap_frozen():
+                garbage()  # made during the runs: collected as usual
+                found_inner = gc.collect()
+            still = gc.get_freeze_count()
+        print(outer > 1000, found_inside, found_inner, still == outer, gc.get_freeze_count())
+        print(gc.collect())  # the cycle from before the runs is collected now
+        """
+    )
+    first, second = out.splitlines()
+    assert first == "True 0 2 True 0", first
+    assert second == "2", second
+
+
 def test_the_model_warms_up_in_the_background_only_on_a_gpu() -> None:
     from flows.runtime import warm_up_model
     from tasks.embed import model as embed
