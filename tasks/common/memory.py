@@ -6,7 +6,7 @@ free space in its arenas. :func:`limit_malloc_arenas` caps how many arenas the f
 threads spread over; :func:`release_memory` returns the free space after each batch or
 file, so a process's resident size tracks what it holds, not its past peaks.
 :func:`heap_frozen` keeps the garbage collector's full collections off the objects that
-were there before a run (the imports' millions of them), so that they walk the run's own.
+were there before a run (the imports' hundreds of thousands), so that they walk the run's own.
 """
 
 from __future__ import annotations
@@ -75,15 +75,15 @@ def heap_frozen() -> Iterator[None]:
     """Keep the cyclic garbage collector off the objects that exist now, until the block ends.
 
     CPython's full collections walk every tracked object of the process, and a run's
-    process holds a few hundred thousand from its imports alone (Prefect, pydantic, Chroma,
-    pyarrow): each full collection that a run's allocations set off took 0.3-0.4 s of
-    the GIL on this project's 2-core machine, time in which nothing else of the process
-    runs (docs/performance.md, "The flow's garbage collection"). ``gc.freeze`` moves the
-    objects there now out of the collector's sight (a list splice, no walk); the run's own
-    objects are collected as before. At the end the objects go back (``gc.unfreeze``), so a
-    long-lived process (``docflow serve``, a worker) still collects any cyclic garbage that
-    was among them. Runs that overlap in one process share the freeze: the last to end
-    unfreezes.
+    process holds about 300,000 from its imports alone (Prefect, pydantic, Chroma,
+    pyarrow): the two full collections of a ceiling run took 0.71 s of the GIL on this
+    project's 2-core machine, time in which nothing else of the process ran (0.10 s
+    frozen; docs/performance.md, "Less of the flow's own work beside Chroma").
+    ``gc.freeze`` moves the objects there now out of the collector's sight (a list splice,
+    no walk); the run's own objects are collected as before. At the end the objects go
+    back (``gc.unfreeze``), so a long-lived process (``docflow serve``, a worker) still
+    collects any cyclic garbage that was among them. Runs that overlap in one process
+    share the freeze: the last to end unfreezes.
     """
     global _frozen_runs
     with _frozen_lock:
