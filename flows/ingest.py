@@ -114,7 +114,7 @@ def _stages(
 ) -> list[str]:
     """Run the batches and deletions; return the sources deleted from the collection."""
     log = get_run_logger()
-    _start_workers_for_a_first_ingest(params, ctx)
+    runtime.start_workers_for_a_first_ingest(params, ctx.physical)
     summary.warnings.extend(runtime.runner_warnings())  # Dask workers' load guards
     summary.warnings.extend(open_index_task(ctx).warnings)
     planning = time.perf_counter()
@@ -157,29 +157,6 @@ def _stages(
     )
     narrative.noticed(log, summary.warnings)
     return list(plan.deleted)
-
-
-def _start_workers_for_a_first_ingest(params: IngestParams, ctx: RunContext) -> None:
-    """Start the load and split workers while the run opens the index and plans.
-
-    Only where files are sure to load: a collection with no file in the manifest yet (a
-    first ingest, a reingest's new version). An unchanged rerun loads nothing and starts
-    none; a run on Dask loads on the cluster's workers.
-    """
-    from prefect.context import FlowRunContext
-    from prefect.task_runners import ThreadPoolTaskRunner
-
-    from tasks.load.worker import prestart as start_load_workers
-    from tasks.split.pool import prestart as start_split_workers
-
-    run = FlowRunContext.get()
-    if run is None or not isinstance(run.task_runner, ThreadPoolTaskRunner):
-        return
-    with Manifest.open(params.data_path) as manifest:
-        if manifest.counts(ctx.physical)[0]:
-            return
-    start_load_workers(params.loaders)
-    start_split_workers(params.loaders.process_count())
 
 
 # Prefect's stubs type futures-as-arguments and task runners loosely: hence the ignores.

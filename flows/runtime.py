@@ -130,6 +130,29 @@ def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threadi
     return thread
 
 
+def start_workers_for_a_first_ingest(params: IngestParams, physical: str) -> None:
+    """Start the load and split workers while a run opens the index and plans.
+
+    Only where files are sure to load: a collection with no file in the manifest yet (a
+    first ingest, a reingest's new version). An unchanged rerun loads nothing and starts
+    none; a run on Dask loads on the cluster's workers.
+    """
+    from prefect.context import FlowRunContext
+
+    from tasks.index.manifest import Manifest
+    from tasks.load.worker import prestart as start_load_workers
+    from tasks.split.pool import prestart as start_split_workers
+
+    run = FlowRunContext.get()
+    if run is None or not isinstance(run.task_runner, ThreadPoolTaskRunner):
+        return
+    with Manifest.open(params.data_path) as manifest:
+        if manifest.counts(physical)[0]:
+            return
+    start_load_workers(params.loaders)
+    start_split_workers(params.loaders.process_count())
+
+
 def dask_address(address: str | None = None) -> str | None:
     """Return the Dask scheduler address to use: ``address``, else the environment's."""
     return address or os.environ.get(DASK_ENV) or None

@@ -59,17 +59,22 @@ def hide_run_failures() -> None:
 
 
 @contextmanager
-def flow_runs(server: threading.Thread | None) -> Iterator[None]:
+def flow_runs(server: threading.Thread | None, store: bool = True) -> Iterator[None]:
     """Around a command's flow runs: what every command that runs a flow needs first.
 
-    Prefect's failure reports kept off the terminal (:func:`hide_run_failures`), the early
-    temporary server answering (``server``: the thread ``temporary_server.adopt`` returned,
-    None where there is none) and Prefect's heartbeats only when asked
-    (``runtime.heartbeats_when_asked``).
+    Prefect's failure reports kept off the terminal (:func:`hide_run_failures`), Chroma
+    imported while the early temporary server comes up (``store``: the flows open the
+    store; ``tasks.index.store.preload``), that server answering (``server``: the thread
+    ``temporary_server.adopt`` returned, None where there is none) and Prefect's
+    heartbeats only when asked (``runtime.heartbeats_when_asked``).
     """
     from flows.runtime import heartbeats_when_asked
 
     hide_run_failures()
+    if store:
+        from tasks.index.store import preload
+
+        preload()
     if server is not None:
         server.join()
     with heartbeats_when_asked():

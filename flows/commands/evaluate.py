@@ -131,7 +131,7 @@ def evaluate(
             load_dataset(path)
         from flows.evaluate import evaluate as run
 
-        with flow_runs(temporary_server.adopt(early)):
+        with flow_runs(temporary_server.adopt(early), store=False):  # no Chroma
             result = run(
                 datasets=[str(p) for p in paths],
                 splitters=chosen,

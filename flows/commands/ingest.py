@@ -133,9 +133,6 @@ def _run_flow(
             run = run.with_options(task_runner=runtime.task_runner(address))
         bar = _Progress()
         listener = bar if sys.stderr.isatty() else (lambda done, total: None)
-        from tasks.index.store import preload as preload_store
-
-        preload_store()  # while the temporary server comes up
         try:
             with flow_runs(server), progress.listen(listener):
                 summary = run(params)
@@ -297,11 +294,7 @@ def backfill(
                 "ingest": params,
             },
         )
-        from tasks.index.store import preload as preload_store
-
-        server = temporary_server.adopt(early)
-        preload_store()  # while the temporary server comes up
-        with flow_runs(server), runtime.dask_env(address):
+        with flow_runs(temporary_server.adopt(early)), runtime.dask_env(address):
             result = run(spec)
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))

@@ -31,11 +31,13 @@ import pickle
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from tasks.common.lifetime import STOP_POLL_S, check_stopping, exit_with, stopping
 from tasks.common.memory import release_memory
@@ -55,6 +57,8 @@ _blobs: OrderedDict[str, tuple[bytes, str] | None] = OrderedDict()
 _pool: ProcessPoolExecutor | None = None
 _pool_size = 0
 _pool_lock = threading.Lock()
+_cache_lock = threading.Lock()
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,16 +81,27 @@ def split_part(documents: Path, chunks: Path, splitter: SpanSplitter) -> SplitRe
     return SplitResult(len(out), split - read, (read - started) + (time.perf_counter() - split))
 
 
+def _kept(cache: OrderedDict[str, _T], key: str, make: Callable[[], _T]) -> _T:
+    """Return ``cache[key]``, made by ``make()`` the first time; keep the last _KEEP keys.
+
+    Both sides keep a run's splitter so: a worker its unpickled splitter, the flow's
+    process its pickle (making either is tens of milliseconds, and a run sends one).
+    """
+    with _cache_lock:
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    value = make()
+    with _cache_lock:
+        cache[key] = value
+        while len(cache) > _KEEP:
+            cache.popitem(last=False)
+    return value
+
+
 def _split_in_worker(documents: str, chunks: str, blob: bytes, key: str) -> SplitResult:
     """Worker side: the splitter from its cache (or the blob), then :func:`split_part`."""
-    splitter = _splitters.get(key)
-    if splitter is None:
-        splitter = pickle.loads(blob)  # noqa: S301 - bytes this program pickled itself
-        _splitters[key] = splitter
-        while len(_splitters) > _KEEP:
-            _splitters.popitem(last=False)
-    else:
-        _splitters.move_to_end(key)
+    splitter = _kept(_splitters, key, lambda: pickle.loads(blob))  # noqa: S301 - our own bytes
     try:
         return split_part(Path(documents), Path(chunks), splitter)
     finally:
@@ -141,31 +156,14 @@ def shutdown() -> None:
             _pool = None
 
 
-def _pickled(splitter: SpanSplitter, reuse: str | None = None) -> tuple[bytes, str] | None:
-    """Return the splitter's pickle and its hash, or None if it cannot be pickled.
-
-    ``reuse``: a key that names the splitter's settings for a run (see :func:`split_batch`):
-    the pickle made for it the first time is returned again. Pickling the default
-    splitter is 25-35 ms of the GIL in the flow's process (its tokenizer serialises
-    itself, about 0.9 MB), once per batch before; the key makes it once per run.
-    """
-    if reuse is not None:
-        with _pool_lock:
-            if reuse in _blobs:
-                _blobs.move_to_end(reuse)
-                return _blobs[reuse]
+def _pickled(splitter: SpanSplitter) -> tuple[bytes, str] | None:
+    """Return the splitter's pickle and its hash, or None if it cannot be pickled."""
     try:
         blob = pickle.dumps(splitter, protocol=pickle.HIGHEST_PROTOCOL)
-        pickled: tuple[bytes, str] | None = (blob, hashlib.sha256(blob).hexdigest())
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         log.debug("splitting in process: %s cannot be pickled (%s)", type(splitter).__name__, exc)
-        pickled = None
-    if reuse is not None:
-        with _pool_lock:
-            _blobs[reuse] = pickled
-            while len(_blobs) > _KEEP:
-                _blobs.popitem(last=False)
-    return pickled
+        return None
+    return blob, hashlib.sha256(blob).hexdigest()
 
 
 def split_batch(
@@ -182,9 +180,10 @@ def split_batch(
         chunks: Where its chunks part goes.
         splitter: The run's splitter.
         workers: Processes to split in (0: in this process).
-        reuse: A key for the splitter's settings that is the same for every batch of a
-            run and differs between runs (the split task's: the run id and the content
-            fingerprint): the splitter is pickled once per key, not once per batch.
+        reuse: A key that is the same for every batch of a run and differs between runs
+            (the split task's: the run id): the splitter is pickled once per key, not once
+            per batch (25-35 ms of the GIL each for the default one, whose tokenizer
+            serialises itself: about 0.9 MB).
 
     """
     in_process = (
@@ -192,7 +191,12 @@ def split_batch(
         or mp.current_process().daemon
         or str(documents).startswith("memory:")  # another process cannot see this filesystem
     )
-    pickled = None if in_process else _pickled(splitter, reuse)
+    if in_process:
+        pickled = None
+    elif reuse is None:
+        pickled = _pickled(splitter)
+    else:
+        pickled = _kept(_blobs, reuse, lambda: _pickled(splitter))
     if pickled is None:
         return split_part(documents, chunks, splitter)
     blob, key = pickled

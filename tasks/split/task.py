@@ -21,7 +21,7 @@ def split_task(documents: PartRef, params: IngestParams, run_id: str, batch: int
         path,
         build_splitter(params),
         params.loaders.process_count(),
-        reuse=f"{run_id}:{params.content_fingerprint()}",  # pickled once per run
+        reuse=run_id,  # the run's splitter is pickled once
     )
     get_run_logger().info(
         "batch %d: %d documents -> %d chunks", batch, documents.rows, result.chunks
