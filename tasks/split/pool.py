@@ -30,15 +30,13 @@ import os
 import pickle
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
+from tasks.common.kept import Kept
 from tasks.common.lifetime import STOP_POLL_S, check_stopping, exit_with, stopping
 from tasks.common.memory import release_memory
 from tasks.common.priority import lower_priority
@@ -51,14 +49,13 @@ log = logging.getLogger(__name__)
 #: Splitters a worker keeps unpickled (a run uses one; a process may serve a few).
 _KEEP = 2
 
-_splitters: OrderedDict[str, SpanSplitter] = OrderedDict()
-#: The flow's side: pickles already made, by the caller's key (:func:`_pickled`).
-_blobs: OrderedDict[str, tuple[bytes, str] | None] = OrderedDict()
+#: A worker's unpickled splitters, by their pickle's hash.
+_splitters: Kept[str, SpanSplitter] = Kept(_KEEP)
+#: The flow's side: the pickles made, by the caller's key (``split_batch``'s ``reuse``).
+_blobs: Kept[str, tuple[bytes, str] | None] = Kept(_KEEP)
 _pool: ProcessPoolExecutor | None = None
 _pool_size = 0
 _pool_lock = threading.Lock()
-_cache_lock = threading.Lock()
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,27 +78,9 @@ def split_part(documents: Path, chunks: Path, splitter: SpanSplitter) -> SplitRe
     return SplitResult(len(out), split - read, (read - started) + (time.perf_counter() - split))
 
 
-def _kept(cache: OrderedDict[str, _T], key: str, make: Callable[[], _T]) -> _T:
-    """Return ``cache[key]``, made by ``make()`` the first time; keep the last _KEEP keys.
-
-    Both sides keep a run's splitter so: a worker its unpickled splitter, the flow's
-    process its pickle (making either is tens of milliseconds, and a run sends one).
-    """
-    with _cache_lock:
-        if key in cache:
-            cache.move_to_end(key)
-            return cache[key]
-    value = make()
-    with _cache_lock:
-        cache[key] = value
-        while len(cache) > _KEEP:
-            cache.popitem(last=False)
-    return value
-
-
 def _split_in_worker(documents: str, chunks: str, blob: bytes, key: str) -> SplitResult:
     """Worker side: the splitter from its cache (or the blob), then :func:`split_part`."""
-    splitter = _kept(_splitters, key, lambda: pickle.loads(blob))  # noqa: S301 - our own bytes
+    splitter = _splitters.get(key, lambda: pickle.loads(blob))  # noqa: S301 - our own bytes
     try:
         return split_part(Path(documents), Path(chunks), splitter)
     finally:
@@ -196,7 +175,7 @@ def split_batch(
     elif reuse is None:
         pickled = _pickled(splitter)
     else:
-        pickled = _kept(_blobs, reuse, lambda: _pickled(splitter))
+        pickled = _blobs.get(reuse, lambda: _pickled(splitter))
     if pickled is None:
         return split_part(documents, chunks, splitter)
     blob, key = pickled

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import os
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from tasks.common.kept import Kept
 from tasks.split.counting import (
     SpanCounter,
     TiktokenCounter,
@@ -49,8 +48,7 @@ MAX_CACHED = 6
 ENCODE_WINDOW = 1 << 16
 _SPACE = re.compile(r"[ \n\t\r]")
 
-_cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache: Kept[tuple[str, str], Any] = Kept(MAX_CACHED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +67,7 @@ class TokenOffsets:
 
 def _cached(kind: str, name: str, load: Callable[[], Any]) -> Any:
     """Return a loaded encoding/tokenizer/unit, loading it once per process (bounded)."""
-    key = (kind, name)
-    with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    value = load()
-    with _cache_lock:
-        _cache[key] = value
-        while len(_cache) > MAX_CACHED:
-            _cache.popitem(last=False)
-    return value
+    return _cache.get((kind, name), load)
 
 
 def get_encoding(encoding_name: str = "cl100k_base", model_name: str | None = None) -> Encoding:

@@ -190,3 +190,19 @@ def test_the_split_workers_can_start_before_the_first_batch(tmp_path: Path) -> N
     split_batch(documents, tmp_path / "chunks.parquet", NiceSplitter(tmp_path / "nice"), 2)
     assert set(pool._pool._processes) == started  # the batch went to one of them
     pool.shutdown()
+
+
+def test_kept_values_are_made_once_and_the_least_recently_used_go_first() -> None:
+    from tasks.common.kept import Kept
+
+    made: list[str] = []
+    kept: Kept[str, str] = Kept(2)
+
+    def make(key: str) -> str:
+        made.append(key)
+        return key.upper()
+
+    assert [kept.get(k, lambda k=k: make(k)) for k in ("a", "b", "a", "c", "a", "b")] == [
+        "A", "B", "A", "C", "A", "B",
+    ]  # fmt: skip
+    assert made == ["a", "b", "c", "b"]  # "b" was the least recently used when "c" came
