@@ -90,8 +90,14 @@ def run_ingest(
     try:
         # a Ctrl-C or failure: the work in flight gives up; the store tasks share their
         # open index and manifest (tasks/index/held.py), closed before the run is recorded;
-        # the collector leaves the objects from before the run alone (tasks/common/memory.py)
-        with lifetime.stoppable(), held.holding(), memory.heap_frozen():
+        # the collector leaves the objects from before the run alone (tasks/common/memory.py);
+        # the embedded store's calls run in a process of its own (tasks/index/store_process.py)
+        with (
+            lifetime.stoppable(),
+            runtime.store_in_its_process(params),
+            held.holding(),
+            memory.heap_frozen(),
+        ):
             extra["deleted_sources"] = _stages(params, ctx, summary, full_refresh)
     except BaseException as exc:
         summary.status = "failed"

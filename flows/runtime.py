@@ -130,6 +130,31 @@ def warm_up_model(model: str, backend: str, cuda: bool | None = None) -> threadi
     return thread
 
 
+def _runs_on_threads() -> bool:
+    """Return whether the current flow run's tasks run in this process's threads (not Dask)."""
+    from prefect.context import FlowRunContext
+
+    run = FlowRunContext.get()
+    return run is not None and isinstance(run.task_runner, ThreadPoolTaskRunner)
+
+
+@contextmanager
+def store_in_its_process(params: IngestParams) -> Iterator[None]:
+    """Keep the run's embedded store in the store process for the block (off the flow's GIL).
+
+    Where this process writes the store: an embedded store and tasks in this process's
+    threads (a Dask cluster's workers open it themselves); ``DOCFLOW_STORE_PROCESS`` off
+    keeps it here (tasks/index/store_process.py).
+    """
+    from tasks.index import store_process
+
+    if params.chroma_host or not store_process.enabled() or not _runs_on_threads():
+        yield
+        return
+    with store_process.serving(params.data_path / "chroma"):
+        yield
+
+
 def start_workers_for_a_first_ingest(params: IngestParams, physical: str) -> None:
     """Start the load and split workers while a run opens the index and plans.
 
@@ -137,14 +162,11 @@ def start_workers_for_a_first_ingest(params: IngestParams, physical: str) -> Non
     first ingest, a reingest's new version). An unchanged rerun loads nothing and starts
     none; a run on Dask loads on the cluster's workers.
     """
-    from prefect.context import FlowRunContext
-
     from tasks.index.manifest import Manifest
     from tasks.load.worker import prestart as start_load_workers
     from tasks.split.pool import prestart as start_split_workers
 
-    run = FlowRunContext.get()
-    if run is None or not isinstance(run.task_runner, ThreadPoolTaskRunner):
+    if not _runs_on_threads():
         return
     with Manifest.open(params.data_path) as manifest:
         if manifest.counts(physical)[0]:

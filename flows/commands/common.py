@@ -59,12 +59,16 @@ def hide_run_failures() -> None:
 
 
 @contextmanager
-def flow_runs(server: threading.Thread | None, store: bool = True) -> Iterator[None]:
+def flow_runs(
+    server: threading.Thread | None, store: bool = True, served: bool = False
+) -> Iterator[None]:
     """Around a command's flow runs: what every command that runs a flow needs first.
 
     Prefect's failure reports kept off the terminal (:func:`hide_run_failures`), Chroma
     imported while the early temporary server comes up (``store``: the flows open the
-    store; ``tasks.index.store.preload``), that server answering (``server``: the thread
+    store; ``served``: they are ingest runs, whose embedded store is in the store process,
+    which is started instead: ``tasks.index.store_process.preload``), that server
+    answering (``server``: the thread
     ``temporary_server.adopt`` returned, None where there is none) and Prefect's
     heartbeats only when asked (``runtime.heartbeats_when_asked``).
     """
@@ -72,9 +76,9 @@ def flow_runs(server: threading.Thread | None, store: bool = True) -> Iterator[N
 
     hide_run_failures()
     if store:
-        from tasks.index.store import preload
+        from tasks.index.store_process import preload
 
-        preload()
+        preload(served)
     if server is not None:
         server.join()
     with heartbeats_when_asked():

@@ -134,7 +134,7 @@ def _run_flow(
         bar = _Progress()
         listener = bar if sys.stderr.isatty() else (lambda done, total: None)
         try:
-            with flow_runs(server), progress.listen(listener):
+            with flow_runs(server, served=not address), progress.listen(listener):
                 summary = run(params)
         finally:
             bar.close()
@@ -294,7 +294,10 @@ def backfill(
                 "ingest": params,
             },
         )
-        with flow_runs(temporary_server.adopt(early)), runtime.dask_env(address):
+        with (
+            flow_runs(temporary_server.adopt(early), served=not address),
+            runtime.dask_env(address),
+        ):
             result = run(spec)
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))

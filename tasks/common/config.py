@@ -102,11 +102,14 @@ class LoaderOptions(BaseModel):
 
     def process_count(self) -> int:
         """Return the worker processes to use: ``workers``, else one per core."""
-        if self.workers is not None:
-            return self.workers
-        if hasattr(os, "sched_getaffinity"):  # the cores this process may run on
-            return max(1, len(os.sched_getaffinity(0)))
-        return os.cpu_count() or 1
+        return cores() if self.workers is None else self.workers
+
+
+def cores() -> int:
+    """Return the cores this process may run on (its affinity, where the system has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 #: LoaderOptions fields that do not change what a file's documents are.
@@ -399,6 +402,7 @@ RUN_ONLY_FIELDS: tuple[str, ...] = (
 #: LLM splitter's endpoint, the runtime's switches, the benchmarks' (``DOCFLOW_BENCH_*``).
 OTHER_ENV = frozenset(
     {
+        "DOCFLOW_CHILD_PATH",
         "DOCFLOW_DASK_ADDRESS",
         "DOCFLOW_EMBED_PROCESS",
         "DOCFLOW_FAILPOINT",
@@ -406,6 +410,7 @@ OTHER_ENV = frozenset(
         "DOCFLOW_LLM_BASE_URL",
         "DOCFLOW_LLM_MODEL",
         "DOCFLOW_MODEL_CACHE",
+        "DOCFLOW_STORE_PROCESS",
     }
 )
 

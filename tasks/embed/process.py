@@ -20,22 +20,16 @@ batch in one line, and the next batch starts a new one. ``DOCFLOW_EMBED_PROCESS`
 (``1``/``0``) forces the choice; a daemonic process (a Dask worker's) encodes in process:
 it is not the flow's process, whose GIL the child is there to avoid.
 
-The child is a new interpreter that imports this module and nothing of its parent's:
-``multiprocessing``'s spawn would run the parent's main script again in it (as
-``__mp_main__``), and a script that queries or ingests at its module level, outside
-``if __name__ == "__main__":``, would do so again there (and fail: a process started
-during the child's bootstrap). It talks over a
-:func:`multiprocessing.Pipe` whose child end it inherits as a file descriptor.
+The child is a new interpreter that imports this module and nothing of its parent's
+(:mod:`tasks.common.child`: ``multiprocessing``'s spawn would run the parent's main
+script again in it, and a script that ingests at its module level would do so again).
 """
 
 from __future__ import annotations
 
 import atexit
 import gc
-import multiprocessing as mp
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from tasks.common.child import Child, switch
 from tasks.common.errors import EmbedError
 from tasks.common.lifetime import exit_with
 
@@ -100,12 +95,7 @@ def picked_device(
 
 def _forced() -> bool | None:
     """Return ``DOCFLOW_EMBED_PROCESS``'s choice (False in a daemonic process), or None."""
-    forced = os.environ.get(ENV, "").strip().lower()
-    if forced in ("0", "false", "no", "off") or mp.current_process().daemon:
-        return False
-    if forced in ("1", "true", "yes", "on"):
-        return True
-    return None
+    return switch(ENV)
 
 
 @dataclass(frozen=True)
@@ -142,44 +132,27 @@ def _serve(conn: Connection, model: str, device: str, backend: str) -> None:
     gc.freeze()  # the parent waits for this exit: skip the teardown's walk (flows/cli.py run)
 
 
-class EmbedProcess:
+class EmbedProcess(Child):
     """A child process that encodes with one model and its settings."""
 
     #: What the child runs (a benchmark's peer runs it another way).
     CODE = "import sys; from tasks.embed.process import serve; serve(sys.argv[1:])"
+    WHAT = "the embedding process"
+    ERROR = EmbedError
 
     def __init__(self, model: str, device: str, backend: str) -> None:
-        self.conn, child = mp.Pipe()
-        # a new interpreter (never a fork of a process that may hold a CUDA context), with
-        # this process's import path, so that it finds docflow where this process did
-        path = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        fd = child.fileno()
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", self.CODE, str(fd), model, device, backend],
-            pass_fds=(fd,),
-            env={**os.environ, "PYTHONPATH": path, ENV: "0"},  # the child encodes itself
-        )
-        child.close()
-        self._lock = threading.Lock()
+        super().__init__(model, device, backend, env={ENV: "0"})  # the child encodes itself
         self._ready: tuple[int, str] | None = None
 
     def _receive(self) -> Any:
-        try:
-            answer = self.conn.recv()
-        except (EOFError, OSError):
-            try:
-                code: int | None = self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                code = None
-            how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            raise EmbedError(f"the embedding process died ({how})") from None
+        answer = self.receive()
         if isinstance(answer, _Failed):
             raise EmbedError(f"embedding failed in its process: {answer.reason}")
         return answer
 
     def ready(self) -> tuple[int, str]:
         """Return the model's vector size and the child's device, once the model has loaded."""
-        with self._lock:
+        with self.lock:
             if self._ready is None:
                 dimension, device = self._receive()
                 self._ready = int(dimension), str(device)
@@ -198,30 +171,10 @@ class EmbedProcess:
     def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         """Return the child's vectors for ``texts`` (one call at a time)."""
         self.ready()  # the first answer is the child's ready signal
-        with self._lock:
-            try:
-                self.conn.send((list(texts), batch_size))
-            except OSError:
-                pass  # a dead child: receiving says how it died
+        with self.lock:
+            self.send((list(texts), batch_size))
             vectors: np.ndarray = self._receive()
             return vectors
-
-    def alive(self) -> bool:
-        """Return whether the child is running."""
-        return self.process.poll() is None
-
-    def stop(self) -> None:
-        """Ask the child to exit; kill it if it does not within a few seconds."""
-        try:
-            self.conn.send(None)
-        except OSError:
-            pass
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.conn.close()
 
 
 def child_for(model: str, device: str, backend: str) -> EmbedProcess:

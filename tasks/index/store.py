@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
@@ -33,7 +33,6 @@ from tasks.common.records import read_record, write_record
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
-    from chromadb.config import Settings
     from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
@@ -155,18 +154,13 @@ def use_chroma_server(params: _Params) -> _Params:
     return params.model_copy(update={"chroma_host": host, "chroma_port": port})
 
 
-def preload() -> None:
-    """Import Chroma now (0.65 s here), while a command waits for Prefect's server anyway.
-
-    It used to fall in the run's first task, before the plan (docs/performance.md).
-    """
-    import chromadb  # noqa: F401 - imported for its cost, now
-
-
 def make_client(
     path: Path | None = None, host: str | None = None, port: int = 8000, create: bool = True
 ) -> ClientAPI:
     """Return a Chroma client: HttpClient when ``host`` is given, else PersistentClient.
+
+    While a run of this process holds the embedded store at ``path``, the client is the
+    store process's (tasks/index/store_process.py): every call runs in that child.
 
     Raises:
         StoreError: If the server does not answer, or (``create`` False) the embedded
@@ -174,20 +168,23 @@ def make_client(
         StateError: If the embedded store cannot be opened (a full disk).
 
     """
-    import chromadb
-    from chromadb.config import Settings
-    from chromadb.errors import ChromaError
-
-    settings = Settings(anonymized_telemetry=False)
     if host:
         try:
-            return _http_client(host, port, settings)
+            return _http_client(host, port)
         except Exception as exc:  # noqa: BLE001 - connection errors come in many types
             raise StoreError(f"the Chroma server {host}:{port} does not answer: {exc}") from exc
     if path is None:
         raise StoreError("a Chroma path or host is required")
     if not create and not (path / "chroma.sqlite3").is_file():
         raise StoreError(f"no Chroma store in {path} yet: run docflow ingest")
+    from tasks.index.store_process import client_for
+
+    if (routed := client_for(path)) is not None:
+        return cast("ClientAPI", routed)
+    import chromadb
+    from chromadb.config import Settings
+    from chromadb.errors import ChromaError
+
     if not (path / "chroma.sqlite3").exists():
         # Chroma caches one system per path for the process; if the folder was deleted
         # under this process, that cached system points at files that are gone
@@ -196,7 +193,7 @@ def make_client(
         SharedSystemClient.clear_system_cache()
     try:
         path.mkdir(parents=True, exist_ok=True)
-        return chromadb.PersistentClient(path=str(path), settings=settings)
+        return chromadb.PersistentClient(str(path), Settings(anonymized_telemetry=False))
     except (ChromaError, OSError) as exc:  # Chroma writes on open: a full disk refuses it
         cure = ""
         if any(sign in str(exc) for sign in ("not a database", "malformed")):  # SQLite's words
@@ -212,7 +209,7 @@ _http_clients: dict[tuple[str, int], ClientAPI] = {}
 _http_lock = threading.Lock()
 
 
-def _http_client(host: str, port: int, settings: Settings) -> ClientAPI:
+def _http_client(host: str, port: int) -> ClientAPI:
     """Return this process's client of the server, made on first use.
 
     Making one checks the server's tenant and database in a few requests (about 70 ms a
@@ -229,6 +226,7 @@ def _http_client(host: str, port: int, settings: Settings) -> ClientAPI:
             with _http_lock:
                 _http_clients[(host, port)] = kept
             return kept
+    settings = chromadb.config.Settings(anonymized_telemetry=False)
     client = chromadb.HttpClient(host=host, port=port, settings=settings)
     with _http_lock:
         _http_clients[(host, port)] = client

@@ -19,11 +19,14 @@ Run: ``python -m tests.benchmarks bench_ceiling`` (``DOCFLOW_BENCH_WORKERS=0,2``
 judges by the round of median flow/bare ratio: on a shared machine one round's ratio
 swung from 0.62 to 0.78 for the same code in one hour (use 3 for a verdict).
 With ``DOCFLOW_BENCH_CHROMA=server`` the store is a ``chroma run`` started on this machine for
-the run (``--chroma-host``), and the bare collection is on the same server. With
-``DOCFLOW_BENCH_STORE_WRITER=1`` the embedded store's upserts run in a writer process of
-their own, started with the run (tests/benchmarks/store_writer.py: a measurement, not a
-product path), and with ``=pipelined`` its upserts return once queued; the writer's upsert
-seconds are printed against the bare collection's for the same rows.
+the run (``--chroma-host``), and the bare collection is on the same server. The embedded
+store is in docflow's store process during the run (tasks/index/store_process.py;
+``DOCFLOW_STORE_PROCESS=0`` keeps it in the flow's process, as before 2026-12-02); the bare
+collection is always in this process. With ``DOCFLOW_BENCH_STORE_WRITER=pipelined`` the
+embedded store's upserts run in a writer process whose upserts return once queued
+(tests/benchmarks/store_writer.py: a measurement, not a crash-safe path; ``=1`` waits for
+each); the writer's upsert seconds are printed against the bare collection's for the same
+rows.
 Target on the 2-core development machine: ≥ 1,200 chunks/s.
 """
 
@@ -57,9 +60,13 @@ def _pipelined() -> bool:
 
 def _embedded_kind() -> str:
     """Name the embedded store's way of writing in this run, for the report."""
+    from tasks.index import store_process
+
     if _pipelined():
         return "embedded, pipelined writer process"
-    return "embedded, writer process" if _in_writer() else "embedded"
+    if _in_writer():
+        return "embedded, writer process"
+    return "embedded, in the store process" if store_process.enabled() else "embedded, in process"
 
 
 def _register() -> None:
@@ -200,10 +207,10 @@ def _prefect_server_as_commands_start_it(stack: contextlib.ExitStack) -> None:
     as the command imports it before its flow.
     """
     from flows import temporary_server
-    from tasks.index.store import preload
+    from tasks.index.store_process import preload
 
     starting = temporary_server.adopt(stack.enter_context(temporary_server.started()))
-    preload()  # Chroma imported while the server comes up, as the commands do
+    preload(served=True)  # Chroma imported while the server comes up, as the commands do
     if starting is not None:
         starting.join()
 

@@ -18,13 +18,14 @@ measurements first, so that a run cut short loses a comparison, not a goal:
    later run on the machine), with the store on a ``chroma run`` started on the machine
    (``corpus_server``, ``--chroma-host``: what taking Chroma's writes, which hold the GIL,
    out of the flow's process gains, with a bare collection's upsert rate on that server
-   beside it), with the embedded store's upserts in a writer process of their own,
-   started with the command and fed without waiting (``corpus_writer``: the same question
-   for the embedded store, the most such a process could gain, measured before building
-   it; tests/benchmarks/store_writer.py), ``store`` (``bench_store``'s ways of writing the
-   corpus's Markdown chunks: embedded with Chroma's and bulk-load HNSW settings, a
-   ``chroma run`` with 1, 2 and 4 writers) and with the model in the flow's process
-   (``corpus_in_process``: what encoding in a child process gains); the ingests against
+   beside it), with the embedded store in the flow's process (``corpus_store_here``,
+   ``DOCFLOW_STORE_PROCESS=0``: what the store process, tasks/index/store_process.py,
+   gains), ``store`` (``bench_store``'s ways of writing the corpus's Markdown chunks:
+   embedded with Chroma's and bulk-load HNSW settings, a ``chroma run`` with 1, 2 and 4
+   writers), with the model in the flow's process (``corpus_in_process``: what encoding
+   in a child process gains) and with the embedded store's upserts in a pipelined writer
+   process that does not wait for them (``corpus_writer``: the most any store process
+   could gain, not crash-safe; tests/benchmarks/store_writer.py); the ingests against
    ``corpus_again``.
 
 Goals (issue 28, on an H100 or H200 with 16 cores): corpus wall ≤ 25 s, flow ≤ 18 s, first
@@ -39,7 +40,7 @@ PATH, one more ingest of the corpus runs last under ``py-spy record`` (every thr
 speedscope file beside the JSON): where the time went, for the next change.
 
 Run: ``python -m tests.benchmarks.gpu_check --corpus DIR --out FILE [--copies 5]
-[--skip again,in_process,server,writer,store,langchain,copies] [--profile]``; on a device
+[--skip again,server,store_here,store,in_process,writer,langchain,copies] [--profile]``; on a device
 machine through tests/benchmarks/gpu_run.sh.
 """
 
@@ -71,6 +72,8 @@ GOALS = {
 STORED = re.compile(r" batch 1/\d+ stored")
 #: The environment of an ingest that encodes in the flow's process (tasks/embed/process.py).
 IN_PROCESS = {"DOCFLOW_EMBED_PROCESS": "0"}
+#: The environment of an ingest that keeps the embedded store in the flow's process.
+STORE_HERE = {"DOCFLOW_STORE_PROCESS": "0"}
 #: The command line that ingests with the embedded store's writes in a writer process.
 WRITER = "tests.benchmarks.store_writer"
 
@@ -334,7 +337,8 @@ def check(
     """Run the measurements over ``corpus`` in ``work``; return every figure.
 
     The goals' measurements first (the corpus, LangChain's job, the copies), then the
-    comparisons (``again``, ``server``, ``writer``, ``store``, ``in_process``, the profile):
+    comparisons (``again``, ``server``, ``store_here``, ``store``, ``in_process``,
+    ``writer``, the profile):
     a call cut short by its time limit loses a comparison, not a goal. ``out`` receives the
     figures so far after every step, and the ingests' logs beside it.
     """
@@ -366,14 +370,13 @@ def check(
     # With the store on a server (issue 28: measure it against the embedded one).
     if "server" not in skip:
         record("corpus_server", on_chroma_server(corpus, work, out))
-    # The embedded store's upserts in a pipelined writer process of their own (a measurement
-    # only, tests/benchmarks/store_writer.py): what taking Chroma's GIL-holding writes out of
-    # the flow's process gains where cores are spare (on two cores: 0.8 s of 19.2 on average;
-    # docs/performance.md).
-    if "writer" not in skip:
-        log = beside(out, "writer.log")
-        writer = run_ingest(corpus, work / "data-writer", log, module=WRITER)
-        record("corpus_writer", writer)
+    # With the embedded store in the flow's process (before tasks/index/store_process.py):
+    # what the store process gains where cores are spare (against corpus_again; on two
+    # cores nothing measurable, docs/performance.md).
+    if "store_here" not in skip:
+        log = beside(out, "store-here.log")
+        env = STORE_HERE
+        record("corpus_store_here", run_ingest(corpus, work / "data-store-here", log, env=env))
     # The store alone, each way bench_store writes (embedded with Chroma's and bulk-load HNSW
     # settings, a server with 1, 2 and 4 writers): the store's own rate on this machine.
     if "store" not in skip:
@@ -384,6 +387,12 @@ def check(
         env = IN_PROCESS
         log = beside(out, "in-process.log")
         record("corpus_in_process", run_ingest(corpus, work / "data-in-process", log, env=env))
+    # The embedded store's upserts in a pipelined writer process (a measurement only, not
+    # crash-safe: tests/benchmarks/store_writer.py): the most any store process could gain.
+    if "writer" not in skip:
+        log = beside(out, "writer.log")
+        writer = run_ingest(corpus, work / "data-writer", log, module=WRITER)
+        record("corpus_writer", writer)
     if with_profile:
         record("profiled", profile(corpus, work, out))
     return result
@@ -425,7 +434,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated: again, in_process, server, writer, store, langchain, copies",
+        help="comma-separated: again, server, store_here, store, in_process, writer, langchain, "
+        "copies",
     )
     parser.add_argument("--profile", action="store_true", help="one more ingest under py-spy")
     args = parser.parse_args(argv)

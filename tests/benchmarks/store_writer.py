@@ -185,8 +185,10 @@ def patch(pipelined: bool = False) -> None:
     queue first. Once per class: a second call keeps the first routing (wrapping it again
     would make a server store's upsert call itself).
     """
+    from tasks.index import store_process
     from tasks.index.store import ChromaStore, Scalar, flatten_metadata
 
+    os.environ[store_process.ENV] = "0"  # this writer instead of docflow's store process
     in_process = ChromaStore.upsert
     if getattr(in_process, "routed_to_writer", False):
         return

@@ -101,6 +101,23 @@ def test_kill_9_then_rerun_equals_from_scratch(
     assert snapshot(data_dir) == reference
 
 
+@pytest.mark.parametrize("point", ["lexical:before-upsert@2", "store:after-upsert@2"])
+def test_kill_9_with_the_store_in_its_process_then_rerun_equals_from_scratch(
+    point: str,
+    ingested: tuple[Path, Path],
+    reference: dict[str, str],
+    edited_reference: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same crashes with the embedded store in its child (the crashed run and the rerun).
+
+    The run dies after the child wrote the batch's vectors and before the manifest
+    committed them; the child ends with it (tasks/index/store_process.py).
+    """
+    monkeypatch.setenv("DOCFLOW_STORE_PROCESS", "1")  # the default on 4 cores or more
+    test_kill_9_then_rerun_equals_from_scratch(point, ingested, reference, edited_reference)
+
+
 def test_a_sigterm_is_recorded_as_terminated_and_the_rerun_converges(
     ingested: tuple[Path, Path], edited_reference: dict[str, str]
 ) -> None:

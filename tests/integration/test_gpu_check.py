@@ -103,7 +103,7 @@ def test_the_check_measures_every_goal_on_the_cpu(
     (corpus / "rows.csv").write_text("name,size\nbee,1\nwasp,2\n")
     out = tmp_path / "out" / "check.json"
     # the other corpus ingests are the first one's code with other settings: left out
-    skip = "langchain,again,in_process,writer"  # writer: its own test below
+    skip = "langchain,again,store_here,in_process,writer"  # writer: its own test below
     result = gpu_check.main(
         ["--corpus", str(corpus), "--out", str(out), "--copies", "2", "--skip", skip]
     )
@@ -122,7 +122,8 @@ def test_the_check_measures_every_goal_on_the_cpu(
     assert copies["bare_chroma_rows_per_s"] > 0  # on this CPU the model is the slow part
     ratio = copies["chunks_per_s"] / copies["bare_chroma_rows_per_s"]
     assert copies["vs_bare_chroma"] == round(ratio, 3)
-    assert not {"corpus_again", "corpus_in_process", "corpus_writer"} & set(result)
+    left_out = {"corpus_again", "corpus_store_here", "corpus_in_process", "corpus_writer"}
+    assert not left_out & set(result)
     server = result["corpus_server"]  # the same ingest with the store on a `chroma run`
     assert server["chunks"] == first["chunks"] and server["batches"] == first["batches"]
     assert server["server_start_s"] > 0 and server["bare_chroma_rows_per_s"] > 0
@@ -173,6 +174,7 @@ def test_the_writer_process_variant_stores_what_the_flow_would(
 
     register_encoder("writer-hash-64", lambda: HashEncoder(64))
     _undo_routing_after_the_test(monkeypatch)
+    monkeypatch.setenv("DOCFLOW_STORE_PROCESS", "0")  # as the writer sets it: undone after
     monkeypatch.setenv("DOCFLOW_BENCH_STORE_WRITER", writer)
     calls: list[int] = []
     send = store_writer.Writer.upsert

@@ -1,6 +1,7 @@
 """A first ingest starts what takes seconds first: Prefect's server, then plans before the model.
 
-Chroma is imported before the run starts (while the server comes up), not in its first task.
+The store process, which imports Chroma, starts before the run (while the server comes up),
+not in its first task, and the run's process never imports Chroma.
 
 A fresh process (the model is loaded once per process, Prefect imported once) runs the
 real CLI with no Prefect server configured, so it needs Prefect's temporary server, on a
@@ -12,6 +13,7 @@ stderr.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -47,9 +49,20 @@ SPY = textwrap.dedent(
         real_run = ingest.run_ingest
 
         def run_ingest(*args, **kwargs):
+            from tasks.index import store_process
+
+            child = store_process._child
+            started = child is not None and child.alive()
             imported = "chromadb" in sys.modules
-            print(f"ORDER run chroma-imported={imported}", file=sys.stderr, flush=True)
-            return real_run(*args, **kwargs)
+            print(
+                f"ORDER run store-process={started} chroma-imported={imported}",
+                file=sys.stderr, flush=True,
+            )
+            try:
+                return real_run(*args, **kwargs)
+            finally:
+                imported = "chromadb" in sys.modules
+                print(f"ORDER ran chroma-imported={imported}", file=sys.stderr, flush=True)
 
         ingest.run_ingest = run_ingest
         model.load_onnx = spy("model-loaded", model.load_onnx)
@@ -87,6 +100,7 @@ def test_a_first_ingest_starts_the_server_first_and_plans_before_the_model_loads
     script.write_text(SPY)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # no server
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    env["DOCFLOW_STORE_PROCESS"] = "1"  # the default on 4 cores or more
     database = migrated_database(tmp_path / "prefect.db")
     if database:
         env["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = database
@@ -110,9 +124,15 @@ def test_a_first_ingest_starts_the_server_first_and_plans_before_the_model_loads
         pass
     else:
         raise AssertionError(f"the temporary server {pid} outlived the command")
-    # Chroma was imported while the server came up, before the run (not in its first task)
-    runs = [mark for mark in marks if mark[0] == "run"]
-    assert runs == [["run", "chroma-imported=True"]], marks
+    # the store process (which imports Chroma) started while the server came up, before the
+    # run (not in its first task), and every call of the run on the store went to it: this
+    # process never imported Chroma
+    runs = [mark for mark in marks if mark[0] in ("run", "ran")]
+    assert runs == [
+        ["run", "store-process=True", "chroma-imported=False"],
+        ["ran", "chroma-imported=False"],
+    ], marks
+    assert json.loads(proc.stdout)["chunks_written"] == 1, proc.stdout
     # the new collection learnt its dimension from the model's files; the model loaded
     # once, for the vectors, after the plan (before this change: first, for the dimension)
     assert order[1:3] == ["run", "planned"], order

@@ -74,6 +74,33 @@ def test_the_index_is_the_same_with_any_number_of_workers(tmp_path: Path) -> Non
         assert summary["failures"] == runs[0][0]["failures"]  # bad files recorded alike
 
 
+def test_the_index_is_the_same_with_the_store_in_its_own_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first ingest and an edited rerun (a file changed, one deleted: stale chunks go)."""
+    from tasks.index import store_process
+    from tests.index_state import manifest_ids
+
+    runs = {}
+    for forced in ("1", "0"):
+        monkeypatch.setenv(store_process.ENV, forced)
+        shutil.rmtree(tmp_path / "src", ignore_errors=True)  # one folder: the same paths
+        source = Path(shutil.copytree(SAMPLE, tmp_path / "src"))
+        params = IngestParams(source=str(source), data_dir=str(tmp_path / forced), model=MODEL)
+        ingest(params)
+        with (source / "queen-rearing.md").open("a", encoding="utf-8") as edited:
+            edited.write("\n\nA late queen note.\n")
+        (source / "beekeeping-glossary.txt").unlink()
+        summary = ingest(params)
+        assert summary["chunks_deleted"] > 0 and summary["files_deleted"] == 1
+        got = stored(tmp_path / forced)
+        for _, meta, _ in got["rows"].values():
+            del meta["mtime"]  # the edit's time, which differs between the two
+        runs[forced] = got, manifest_ids(tmp_path / forced)
+    assert runs["1"] == runs["0"]
+    assert set(runs["1"][0]["rows"]) == runs["1"][1]
+
+
 def _script(tmp_path: Path, guarded: bool) -> Path:
     corpus = tmp_path / "src"  # two files: the subject is the script, not the corpus
     corpus.mkdir()
