@@ -17,7 +17,9 @@ own cached client of the store when a run starts) open what it wrote.
 
 One child per process, for every store (started by :func:`preload` while a command waits
 for Prefect's server, so that it imports Chroma meanwhile, or at first use). It ends with
-its parent, ``kill -9`` included. A child that dies fails the call in one line
+its parent, ``kill -9`` included (a parent killed during an upsert leaves the child to
+finish that one call, whose Chroma holds the GIL its watching thread needs, and exit: about
+a second, less than a rerun takes to reach the store). A child that dies fails the call in one line
 (StoreError), and the next call starts a new one, which opens the store afresh (what
 Chroma committed is on disk). It is the default on a machine with cores to spare
 (:func:`enabled`); ``DOCFLOW_STORE_PROCESS`` (``1``/``0``) decides otherwise; a daemonic
@@ -33,7 +35,7 @@ import pickle
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -236,7 +238,8 @@ def serving(path: Path) -> Iterator[None]:
                 del _serving[key]
             child = _child
         if last and child is not None and child.alive():
-            child.call(key, None, "close", (), {})
+            with suppress(StoreError):  # died meanwhile: nothing left open, the run's error stands
+                child.call(key, None, "close", (), {})
 
 
 def client_for(path: Path) -> ProcessClient | None:
