@@ -48,7 +48,7 @@ from tasks.common.errors import StoreError
 ENV = "DOCFLOW_STORE_PROCESS"
 
 #: Collection methods that go to the child as they are (what docflow calls).
-CALLS = frozenset({"upsert", "add", "get", "delete", "count", "query", "peek"})
+CALLS = frozenset({"upsert", "get", "delete", "count", "query"})
 Args = tuple[Any, ...]
 Kwargs = dict[str, Any]
 

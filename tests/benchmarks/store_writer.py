@@ -31,10 +31,8 @@ import atexit
 import functools
 import gc
 import json
-import multiprocessing as mp
 import os
 import queue
-import subprocess
 import sys
 import threading
 import time
@@ -44,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tasks.common.child import Child
+from tasks.common.errors import StoreError
 
 #: How :func:`main` starts the line of the writers' timings on stderr (a JSON object follows).
 TIMINGS = "store writer timings: "
@@ -83,21 +84,15 @@ def serve(fd: str, path: str) -> None:
             conn.send(f"{type(exc).__name__}: {exc}")
 
 
-class Writer:
+class Writer(Child):
     """A child process that upserts into the embedded store at ``path``."""
 
+    CODE = "import sys; from tests.benchmarks.store_writer import serve; serve(*sys.argv[1:])"
+    WHAT = "the store writer"
+    ERROR = StoreError
+
     def __init__(self, path: str) -> None:
-        self.conn, child = mp.Pipe()
-        fd = child.fileno()
-        code = "import sys; from tests.benchmarks.store_writer import serve; serve(*sys.argv[1:])"
-        searched = os.pathsep.join(p or os.getcwd() for p in sys.path)
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(fd), path],
-            pass_fds=(fd,),
-            env={**os.environ, "PYTHONPATH": searched},
-        )
-        child.close()
-        self.lock = threading.Lock()
+        super().__init__(path)
         self.upsert_seconds = 0.0  # summed over the child's upserts
         self.idle_seconds = 0.0  # the child's waits for requests after its first
         self.requests = 0
@@ -107,20 +102,14 @@ class Writer:
     ) -> None:
         """Send one call's rows to the child and wait until they are written."""
         with self.lock:
-            self.conn.send((name, ids, vectors, texts, metas))
-            answer = self.conn.recv()
+            self.send((name, ids, vectors, texts, metas))
+            answer = self.receive()
         if isinstance(answer, str):
             raise RuntimeError(f"the store writer failed: {answer}")
         _, seconds, waited = answer
         self.upsert_seconds += seconds
         self.idle_seconds += waited if self.requests else 0.0
         self.requests += 1
-
-    def stop(self) -> None:
-        """Ask the child to exit once its writes are done."""
-        self.conn.send(None)
-        self.process.wait()
-        self.conn.close()
 
 
 class PipelinedWriter(Writer):
