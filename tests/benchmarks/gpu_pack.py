@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -169,8 +170,7 @@ def download(packages: dict[str, str], dest: Path, python: str, platforms: list[
 def unzip_wheels(wheels: Path, dest: Path) -> Path:
     """Unzip each wheel into a folder of its name under ``dest`` (xz packs those far better).
 
-    A wheel is a zip whose RECORD lists its files' hashes, not the zip's: zipping the
-    folder again (:func:`zip_wheels`) gives an installable wheel.
+    :func:`install` puts those folders' files where pip would have put the wheel's.
     """
     import zipfile
 
@@ -181,20 +181,89 @@ def unzip_wheels(wheels: Path, dest: Path) -> Path:
     return dest
 
 
-def zip_wheels(unzipped: Path, dest: Path) -> list[Path]:
-    """Zip every folder of ``unzipped`` back into the wheel it was; return the wheels."""
+SCRIPT = """#!{python}
+import sys
+from {module} import {top}
+sys.exit({call}())
+"""
+
+
+def install(unzipped: Path, site: Path, wheels: Sequence[Path] = ()) -> int:
+    """Install the unzipped wheel folders (and ``wheels``) into ``site``; return how many.
+
+    What ``pip install --target`` does for a wheel, done by moving the folders' files into
+    place: zipping them back into wheels for pip, which unzips them once more, took 40 of
+    the setup's 110 s on a 2-core machine (docs/performance.md, "The GPU check"). The
+    package files go to ``site``, a wheel's ``.data`` scheme folders where pip puts them
+    (``purelib``, ``platlib`` and ``data`` to ``site``, ``scripts`` to ``site/bin``), and
+    each console script of its ``entry_points.txt`` becomes a file in ``site/bin`` run by
+    this Python (the check starts ``chroma run`` that way).
+    """
     import zipfile
 
-    dest.mkdir(parents=True, exist_ok=True)
-    out = []
-    for folder in sorted(p for p in unzipped.iterdir() if p.is_dir()):
-        wheel = dest / folder.name
-        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
-            for path in sorted(folder.rglob("*")):
-                if path.is_file():
-                    z.write(path, path.relative_to(folder).as_posix())
-        out.append(wheel)
-    return out
+    bin_dir = site / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    folders = sorted(p for p in unzipped.iterdir() if p.is_dir())
+    with tempfile.TemporaryDirectory(prefix="wheels-") as tmp:
+        for wheel in wheels:
+            with zipfile.ZipFile(wheel) as z:
+                z.extractall(Path(tmp) / wheel.name)
+            folders.append(Path(tmp) / wheel.name)
+        for folder in folders:
+            for entry in sorted(folder.iterdir()):
+                if entry.name.endswith(".data"):
+                    for scheme in sorted(entry.iterdir()):
+                        if scheme.name == "scripts":
+                            _scripts(scheme, bin_dir)
+                        elif scheme.name != "headers":
+                            _merge(scheme, site)
+                else:
+                    _merge(entry, site / entry.name)
+    _console_scripts(site, bin_dir)
+    return len(folders)
+
+
+def _console_scripts(site: Path, bin_dir: Path) -> None:
+    """Write each console script the installed packages declare as a file in ``bin_dir``."""
+    import configparser
+    import os
+
+    for points in site.glob("*.dist-info/entry_points.txt"):
+        parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+        parser.optionxform = str  # type: ignore[assignment,method-assign]  # names keep case
+        parser.read(points)
+        if not parser.has_section("console_scripts"):
+            continue
+        for name, target in parser.items("console_scripts"):
+            module, _, attr = target.partition(":")
+            top, _, rest = attr.split("[")[0].strip().partition(".")
+            call = f"{top}.{rest}" if rest else top
+            text = SCRIPT.format(python=sys.executable, module=module.strip(), top=top, call=call)
+            (bin_dir / name).write_text(text)
+            os.chmod(bin_dir / name, 0o755)
+
+
+def _merge(source: Path, target: Path) -> None:
+    """Move ``source`` to ``target``, merging into a folder already there (namespaces)."""
+    if source.is_dir() and target.is_dir():
+        for child in source.iterdir():
+            _merge(child, target / child.name)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(source, target)
+
+
+def _scripts(folder: Path, bin_dir: Path) -> None:
+    """Put a wheel's scripts in ``bin_dir``, executable, ``#!python`` made this Python."""
+    import os
+
+    for script in folder.iterdir():
+        head = script.read_bytes()[:64]
+        if head.startswith((b"#!python", b"#!/usr/bin/env python")):
+            body = script.read_bytes().split(b"\n", 1)[1]
+            script.write_bytes(b"#!" + sys.executable.encode() + b"\n" + body)
+        shutil.move(script, bin_dir / script.name)
+        os.chmod(bin_dir / script.name, 0o755)
 
 
 def _tar_xz(folder: Path, out: Path) -> None:
@@ -271,45 +340,52 @@ def standin(model_files: Path, dest: Path, seed: int = 0) -> Path:
     return folder
 
 
-#: What an ingest, its server and LangChain's docs job import (``warm``).
-WARM_IMPORTS = (
-    "flows.cli",
-    "flows.ingest",
-    "prefect.server.api.server",
-    "langchain_chroma",
-    "langchain_community.document_loaders",
-    "langchain_community.embeddings",
-    "langchain_text_splitters",
-)
+#: What the measured commands import, in groups that compile apart (``warm``): an ingest
+#: and its Prefect server, LangChain's docs job, the model (``model``: run once as well).
+WARM = {
+    "docflow": ("flows.cli", "flows.ingest", "prefect.server.api.server"),
+    "langchain": (
+        "langchain_chroma",
+        "langchain_community.document_loaders",
+        "langchain_community.embeddings",
+        "langchain_text_splitters",
+    ),
+    "model": ("sentence_transformers",),
+}
 
 
-def warm() -> float:
-    """Import what the measured commands import and run the model once; return seconds.
+def warm(group: str) -> float:
+    """Import what the measured commands import (one ``WARM`` group); return seconds.
 
     Run with ``PYTHONPYCACHEPREFIX`` set (gpu_run.sh): the bytecode the imports compile is
     kept there for every later process, as an installed machine keeps it beside the code.
+    The groups run side by side there (compiling is one core's work per process); a
+    module two of them import is compiled twice, written whole by either.
     """
     import importlib
     import time
 
     started = time.perf_counter()
-    for name in WARM_IMPORTS:
+    for name in WARM[group]:
         importlib.import_module(name)
-    from prefect.server.api.server import create_app
+    if group == "docflow":
+        from prefect.server.api.server import create_app
 
-    create_app(ephemeral=True)  # the server's routers and models (its process imports them)
-    from sentence_transformers import SentenceTransformer
+        create_app(ephemeral=True)  # the server's routers and models (its process imports them)
+    if group == "model":
+        from sentence_transformers import SentenceTransformer
 
-    from tasks.embed.device import default_device
-    from tasks.embed.model import resolve_model_path
+        from tasks.embed.device import default_device
+        from tasks.embed.model import resolve_model_path
 
-    model = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device=default_device())
-    model.encode(["a first sentence compiles what encoding needs"])
+        path = resolve_model_path("all-MiniLM-L6-v2")
+        model = SentenceTransformer(path, device=default_device())
+        model.encode(["a first sentence compiles what encoding needs"])
     return time.perf_counter() - started
 
 
 def main(argv: list[str]) -> int:
-    """``pack OUT``; ``standin``, ``wheels`` and ``warm`` (gpu_run.sh)."""
+    """``pack OUT``; ``install``, ``standin`` and ``warm`` (gpu_run.sh)."""
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.gpu_pack")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="write the pack folder")
@@ -324,19 +400,21 @@ def main(argv: list[str]) -> int:
     s = sub.add_parser("standin", help="build the stand-in model package")
     s.add_argument("model_files", type=Path)
     s.add_argument("dest", type=Path)
-    w = sub.add_parser("wheels", help="zip the unpacked wheel folders back into wheels")
-    w.add_argument("unzipped", type=Path)
-    w.add_argument("dest", type=Path)
-    sub.add_parser("warm", help="import what the check runs, once (bytecode)")
+    i = sub.add_parser("install", help="install the unpacked wheel folders (and wheels)")
+    i.add_argument("unzipped", type=Path)
+    i.add_argument("site", type=Path)
+    i.add_argument("wheels", type=Path, nargs="*")
+    m = sub.add_parser("warm", help="import what the check runs, once (bytecode)")
+    m.add_argument("group", choices=sorted(WARM))
     args = parser.parse_args(argv)
     if args.command == "warm":
-        print(f"warm: {warm():.1f} s")
+        print(f"warm {args.group}: {warm(args.group):.1f} s")
         return 0
     if args.command == "standin":
         print(standin(args.model_files, args.dest))
         return 0
-    if args.command == "wheels":
-        print(len(zip_wheels(args.unzipped, args.dest)), "wheels")
+    if args.command == "install":
+        print(install(args.unzipped, args.site, args.wheels), "packages installed")
         return 0
     platforms = args.platform or [
         "manylinux_2_28_x86_64",

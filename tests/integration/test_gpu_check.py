@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -48,7 +49,8 @@ def test_the_pack_holds_what_the_gpu_machine_lacks_and_nothing_it_has() -> None:
     assert not any(name.startswith("nvidia-") for name in packages)
 
 
-def test_unzipped_wheels_zip_back_to_the_same_files(tmp_path: Path) -> None:
+def test_a_packed_wheel_installs_its_own_files(tmp_path: Path) -> None:
+    """The pack stores wheels unzipped (xz packs them better); installed, they are the wheel."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     files = {"pkg/__init__.py": "x = 1\n", "pkg-1.0.dist-info/RECORD": "pkg/__init__.py,,\n"}
@@ -56,10 +58,47 @@ def test_unzipped_wheels_zip_back_to_the_same_files(tmp_path: Path) -> None:
         for name, text in files.items():
             z.writestr(name, text)
     unzipped = gpu_pack.unzip_wheels(wheels, tmp_path / "unzipped")
-    [again] = gpu_pack.zip_wheels(unzipped, tmp_path / "again")
-    assert again.name == "pkg-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(again) as z:
-        assert {n: z.read(n).decode() for n in z.namelist()} == files
+    assert [p.name for p in unzipped.iterdir()] == ["pkg-1.0-py3-none-any.whl"]
+    assert gpu_pack.install(unzipped, tmp_path / "site") == 1
+    site = tmp_path / "site"
+    got = {p.relative_to(site).as_posix(): p.read_text() for p in site.rglob("*") if p.is_file()}
+    assert got == files
+
+
+def test_the_unzipped_wheels_install_where_pip_would_put_them(tmp_path: Path) -> None:
+    """gpu_run.sh installs the pack's folders by moving them (no zip and pip round trip)."""
+    import subprocess
+    import sys
+
+    files = {
+        "ns/one/__init__.py": "X = 1\n",
+        "ns/one/cli.py": "def main():\n    print('one says hi')\n",
+        "one-1.0.dist-info/entry_points.txt": "[console_scripts]\none = ns.one.cli:main [extra]\n",
+        "one-1.0.data/purelib/ns/extra.py": "Y = 2\n",
+        "one-1.0.data/scripts/hello": "#!python\nprint('hello from a script')\n",
+        "one-1.0.data/headers/one.h": "int one;\n",
+    }
+    for name, text in files.items():
+        (tmp_path / "unzipped" / "one-1.0-py3-none-any.whl" / name).parent.mkdir(
+            parents=True, exist_ok=True
+        )
+        (tmp_path / "unzipped" / "one-1.0-py3-none-any.whl" / name).write_text(text)
+    with zipfile.ZipFile(tmp_path / "two-2.0-py3-none-any.whl", "w") as z:
+        z.writestr("ns/two.py", "Z = 3\n")  # the same namespace folder: merged, not replaced
+        z.writestr("two-2.0.dist-info/METADATA", "Name: two\n")
+    site = tmp_path / "site"
+    assert (
+        gpu_pack.install(tmp_path / "unzipped", site, [tmp_path / "two-2.0-py3-none-any.whl"]) == 2
+    )
+    assert {p.relative_to(site).as_posix() for p in site.rglob("*.py")} == {
+        "ns/one/__init__.py", "ns/one/cli.py", "ns/extra.py", "ns/two.py",
+    }  # fmt: skip
+    assert not list(site.rglob("*.h"))  # headers: nothing the check compiles
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    for script, says in (("one", "one says hi"), ("hello", "hello from a script")):
+        done = subprocess.run([site / "bin" / script], capture_output=True, text=True, env=env)
+        assert done.stdout.strip() == says, done.stderr
+    assert (site / "bin" / "hello").read_text().startswith(f"#!{sys.executable}\n")
 
 
 @pytest.mark.slow
@@ -239,3 +278,59 @@ def test_a_pipelined_writer_reports_its_childs_failure_when_drained(tmp_path: Pa
         writer.errors.clear()
         writer.stop()
     assert writer.process.returncode == 0
+
+
+def _fake_steps(check: gpu_check.Check, ran: list[str], wall_s: float) -> None:
+    """Give ``check`` steps that only note their name (the subject is the plan, not them)."""
+    for step in ("corpus", *gpu_check.PARTS["goals"][1:], *gpu_check.PARTS["comparisons"]):
+        key = {"corpus": "corpus", "again": "corpus_again"}.get(step, step)
+
+        def fake(step: str = step, key: str = key) -> None:
+            ran.append(step)
+            check.record(key, {"wall_s": wall_s})
+
+        setattr(check, f"step_{step}", fake)
+
+
+def test_a_step_not_expected_to_end_within_the_budget_is_not_started(tmp_path: Path) -> None:
+    out = tmp_path / "out" / "check.json"
+    check = gpu_check.Check(tmp_path, 5, tmp_path, out, budget=100.0)
+    ran: list[str] = []
+    _fake_steps(check, ran, wall_s=30.0)
+    result = check.run("goals", skip=set())
+    # LangChain's job is expected to take one ingest (30 s); five copies 4.5 of them
+    assert ran == ["corpus", "langchain"]
+    assert set(result["not_run"]) == {"copies"}
+    assert re.fullmatch(r"needs ~135 s, (9\d|100) s left", result["not_run"]["copies"])
+    assert json.loads(out.read_text())["not_run"] == result["not_run"]  # written at once
+
+
+def test_each_part_runs_its_steps_in_order_and_all_runs_both(tmp_path: Path) -> None:
+    out = tmp_path / "check.json"
+    for part, skip, expected in (
+        ("comparisons", {"store"}, ["again", "server", "store_here", "in_process", "writer"]),
+        ("goals", {"langchain"}, ["corpus", "copies"]),
+        ("all", {"server", "store", "writer"}, [
+            "corpus", "langchain", "copies", "again", "store_here", "in_process",
+        ]),
+    ):  # fmt: skip
+        check = gpu_check.Check(tmp_path, 2, tmp_path, out)  # no budget: every step runs
+        ran: list[str] = []
+        _fake_steps(check, ran, wall_s=1000.0)
+        check.run(part, skip)
+        assert ran == expected, part
+        assert "not_run" not in check.result
+
+
+def test_the_comparisons_on_a_fresh_machine_make_prefects_database_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Else corpus_again, their reference, would also time the database's migrations."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    assert gpu_check.prefect_database_made() is False
+    (tmp_path / "prefect").mkdir()
+    (tmp_path / "prefect" / "prefect.db").write_bytes(b"")
+    assert gpu_check.prefect_database_made() is True
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:4200/api")
+    assert gpu_check.prefect_database_made() is None  # a server's database: not ours to make
