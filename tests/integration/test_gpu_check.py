@@ -101,6 +101,16 @@ def test_the_unzipped_wheels_install_where_pip_would_put_them(tmp_path: Path) ->
     assert (site / "bin" / "hello").read_text().startswith(f"#!{sys.executable}\n")
 
 
+def test_the_warm_up_ingest_takes_the_smallest_files_of_each_kind(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    for name, size in (("md/a.md", 30), ("md/b.md", 10), ("md/c.MD", 20), ("x.pdf", 50)):
+        (corpus / name).parent.mkdir(parents=True, exist_ok=True)
+        (corpus / name).write_bytes(b"x" * size)
+    picked = gpu_pack.smallest_of_each_kind(corpus, tmp_path / "picked", per_kind=2)
+    got = sorted(p.relative_to(picked).as_posix() for p in picked.rglob("*") if p.is_file())
+    assert got == ["md/b.md", "md/c.MD", "x.pdf"]  # every kind, its two smallest, in place
+
+
 @pytest.mark.slow
 def test_the_stand_in_model_has_the_real_shapes_and_random_weights(tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
