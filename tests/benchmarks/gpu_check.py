@@ -299,12 +299,6 @@ def beside(out: Path, name: str) -> Path:
     return out.with_name(f"{out.stem}.{name}")
 
 
-def save(result: dict[str, Any], out: Path) -> None:
-    """Write ``result`` with its verdicts so far to ``out`` (after every step)."""
-    result["verdicts"] = verdicts(result)
-    out.write_text(json.dumps(result, indent=2))
-
-
 def on_chroma_server(corpus: Path, work: Path, out: Path) -> dict[str, Any]:
     """Ingest ``corpus`` with the store on a ``chroma run`` started here for it.
 
@@ -384,10 +378,11 @@ class Check:
         self.save()
 
     def save(self) -> None:
-        """Rewrite the JSON file with the figures so far and the call's seconds."""
+        """Rewrite the JSON file: the figures so far, the call's seconds, the verdicts."""
         self.result["setup_s"] = self.setup_s
         self.result["call_s"] = round(self.setup_s + time.perf_counter() - self.started, 1)
-        save(self.result, self.out)
+        self.result["verdicts"] = verdicts(self.result)
+        self.out.write_text(json.dumps(self.result, indent=2))
 
     def left(self) -> float | None:
         """Return the budget's seconds left (None: no budget)."""
@@ -411,10 +406,8 @@ class Check:
         steps = [s for s in steps if s not in skip and not (s == "copies" and self.copies < 1)]
         steps += ["profile"] if with_profile else []
         self.result["part"] = part
-        for step in steps:
-            measured = {"corpus", "corpus_again"} & set(self.result)
-            first = step in ("corpus", "again") and not measured
-            if first or self.fits(step, self.reference()):
+        for step in steps:  # before a corpus ingest is measured there is nothing to estimate by
+            if not self.reference() or self.fits(step, self.reference()):
                 getattr(self, f"step_{step}")()
         return self.result
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -226,7 +227,6 @@ def install(unzipped: Path, site: Path, wheels: Sequence[Path] = ()) -> int:
 def _console_scripts(site: Path, bin_dir: Path) -> None:
     """Write each console script the installed packages declare as a file in ``bin_dir``."""
     import configparser
-    import os
 
     for points in site.glob("*.dist-info/entry_points.txt"):
         parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
@@ -255,12 +255,10 @@ def _merge(source: Path, target: Path) -> None:
 
 def _scripts(folder: Path, bin_dir: Path) -> None:
     """Put a wheel's scripts in ``bin_dir``, executable, ``#!python`` made this Python."""
-    import os
-
     for script in folder.iterdir():
-        head = script.read_bytes()[:64]
-        if head.startswith((b"#!python", b"#!/usr/bin/env python")):
-            body = script.read_bytes().split(b"\n", 1)[1]
+        content = script.read_bytes()
+        if content.startswith((b"#!python", b"#!/usr/bin/env python")):
+            body = content.split(b"\n", 1)[1]
             script.write_bytes(b"#!" + sys.executable.encode() + b"\n" + body)
         shutil.move(script, bin_dir / script.name)
         os.chmod(bin_dir / script.name, 0o755)
@@ -402,7 +400,6 @@ def warm_ingest(corpus: Path, work: Path, per_kind: int = 2) -> float:
     ingest still makes the machine's database and, on a CPU, its ONNX export): every
     module a first ingest runs, compiled once (``warm``), and nothing else left behind.
     """
-    import os
     import time
 
     source = smallest_of_each_kind(corpus, work / "source", per_kind)

@@ -44,24 +44,28 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export ANONYMIZED_TELEMETRY=False PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_UI_ENABLED=false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=90
 export PATH="$dir/site/bin:$PATH"  # py-spy, for gpu_check --profile; the `chroma` command
+export PYTHONPATH="$PWD:$dir/site:$dir/standin"
+corpus="$dir/corpus"
+[ -f "$pack/corpus.tar.xz" ] || corpus=${CORPUS:?no corpus in the pack: set CORPUS}
 
 # The setup, once per pack and machine: the stamp is the pack's packages and wheels.
 stamp=$(cd "$pack" && cat packages.json wheels.tar.xz | md5sum)
 if [ "$(cat "$dir/set-up" 2>/dev/null)" != "$stamp" ]; then
     rm -rf "${dir:?}"/{unzipped,site,standin,corpus,warm,set-up}
     if [ -f "$pack/corpus.tar.xz" ]; then tar -xJf "$pack/corpus.tar.xz" -C "$dir"; fi
-    corpus="$dir/corpus"; [ -d "$corpus" ] || corpus=${CORPUS:?no corpus in the pack: set CORPUS}
     # the stand-in needs only the machine's torch and transformers: built beside the rest
+    # (neither it nor the install sees the folder the install fills)
     t=$(date +%s.%N)
-    "$python" -m tests.benchmarks.gpu_pack standin "$pack/model" "$dir/standin" >/dev/null &
+    PYTHONPATH="$PWD" "$python" -m tests.benchmarks.gpu_pack standin "$pack/model" "$dir/standin" \
+        >/dev/null &
     standin=$!
     tar -xJf "$pack/wheels.tar.xz" -C "$dir"; phase "wheels unpacked" "$t"
-    "$python" -m tests.benchmarks.gpu_pack install "$dir/unzipped" "$dir/site" "$pack"/tools/*.whl
+    PYTHONPATH="$PWD" "$python" -m tests.benchmarks.gpu_pack install "$dir/unzipped" "$dir/site" \
+        "$pack"/tools/*.whl
     rm -rf "$dir/unzipped"; phase "wheels installed" "$t"
     wait "$standin"; phase "stand-in model built" "$t"
     # the bytecode: LangChain's imports, the model's, and a small ingest run side by side
     t=$(date +%s.%N)
-    export PYTHONPATH="$PWD:$dir/site:$dir/standin"
     "$python" -m tests.benchmarks.gpu_pack warm langchain &
     "$python" -m tests.benchmarks.gpu_pack warm model &
     "$python" -m tests.benchmarks.gpu_pack warm ingest --corpus "$corpus" --work "$dir/warm" \
@@ -73,14 +77,12 @@ if [ "$(cat "$dir/set-up" 2>/dev/null)" != "$stamp" ]; then
     phase "bytecode compiled" "$t"
     echo "$stamp" > "$dir/set-up"
 fi
-corpus="$dir/corpus"
-[ -d "$corpus" ] || corpus=${CORPUS:?no corpus in the pack: set CORPUS}
 setup=$(since "$started")
 echo "gpu_run: set up in $setup s" >&2
 
 # The goals' first ingest is the machine's first run: a new Prefect database for it.
 case "$part" in goals|all) rm -rf "$dir/prefect" ;; esac
-export PYTHONPATH="$PWD:$dir/site:$dir/standin" PREFECT_HOME="$dir/prefect"
+export PREFECT_HOME="$dir/prefect"
 export GPU_RUN_SETUP_S="$setup"  # recorded in the JSON beside the call's own seconds
 left=$(echo "$budget $setup" | awk '{printf "%d", $1 - $2}')
 # shellcheck disable=SC2086  # the options are words
