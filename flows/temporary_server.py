@@ -2,8 +2,9 @@
 
 With no ``PREFECT_API_URL``, Prefect starts a temporary server (a uvicorn process) on a
 flow's first API call and waits for it to answer. That process spends 4-5 s importing
-Prefect's server and, on a new ``PREFECT_HOME``, 5-7 s more migrating its database; the
-command has by then spent about as long importing Prefect, the flow and the model. Measured
+Prefect's server and, on a new ``PREFECT_HOME``, 5-7 s more migrating its database
+(``make install`` migrates it beforehand: :func:`make_database`); the command has by then
+spent about as long importing Prefect, the flow and the model. Measured
 on a 16-core H100 machine: 4.9 s of imports, then 11.9 s of server start, before the flow
 began. Started before anything heavy is imported, the two proceed side by side.
 
@@ -96,6 +97,28 @@ def server_configured() -> bool:
         return "PREFECT_API_URL" in profiles.read_text(encoding="utf-8")
     except OSError:
         return False
+
+
+def make_database() -> bool:
+    """Create or upgrade the database a temporary server will use, now; return whether it did.
+
+    ``make install`` calls it, as it makes the model's ONNX export: a new ``PREFECT_HOME``'s
+    114 migrations (10-24 s on 2 cores, docs/performance.md) are then paid by the install,
+    not by the first ``docflow ingest`` (23-27 s, 14-15 s on a migrated database). Rerun
+    after an upgrade of Prefect (the install's pins), it migrates what the new version adds.
+    Nothing where a server is configured: that server keeps its own database.
+    """
+    if server_configured():
+        return False
+    import asyncio
+
+    from flows.env import apply_defaults
+
+    apply_defaults()  # no telemetry, as every command runs
+    from prefect.server.database import provide_database_interface
+
+    asyncio.run(provide_database_interface().create_db())
+    return True
 
 
 def _free_port() -> int | None:

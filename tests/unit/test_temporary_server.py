@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shlex
+import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,6 +14,7 @@ import pytest
 
 from flows import temporary_server
 from flows.cli import main
+from tests.conftest import REPO
 
 
 def test_a_usage_error_stops_the_server_its_command_started(
@@ -78,3 +83,42 @@ def test_the_server_runs_below_the_command(monkeypatch: pytest.MonkeyPatch) -> N
                 time.sleep(0.05)
             assert nice == min(19, mine + SERVER_NICE)
     assert early.process.poll() is not None  # not adopted: stopped with the block
+
+
+def _install_step() -> str:
+    """Return the Python code of ``make install``'s database step, read from the Makefile."""
+    for line in (REPO / "Makefile").read_text(encoding="utf-8").splitlines():
+        if "make_database" in line and "-c" in line:
+            return shlex.split(line.strip())[-1]
+    raise AssertionError("the Makefile's install has no make_database step")
+
+
+def _sqlite_heads() -> set[str]:
+    """Return the head revisions of Prefect's SQLite migrations (what a server migrates to)."""
+    import prefect.server.database
+    from alembic.script import ScriptDirectory
+
+    folder = Path(prefect.server.database.__file__).parent / "_migrations"
+    script = ScriptDirectory(str(folder), version_locations=[str(folder / "versions" / "sqlite")])
+    return set(script.get_heads())
+
+
+@pytest.mark.slow
+def test_the_install_leaves_the_temporary_servers_database_migrated(tmp_path: Path) -> None:
+    """``make install``'s step, as the Makefile runs it: a new ``PREFECT_HOME`` gets Prefect's
+    database at the head of its migrations, so a first command's server has none left to run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "home")
+    subprocess.run([sys.executable, "-c", _install_step()], env=env, cwd=REPO, check=True)
+    with sqlite3.connect(tmp_path / "home" / "prefect.db") as db:
+        versions = {row[0] for row in db.execute("SELECT version_num FROM alembic_version")}
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert versions == _sqlite_heads()
+    assert {"flow_run", "task_run", "artifact"} <= tables
+
+
+def test_the_install_step_leaves_a_configured_servers_database_alone(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "home"), PREFECT_API_URL="http://127.0.0.1:9/api")
+    subprocess.run([sys.executable, "-c", _install_step()], env=env, cwd=REPO, check=True)
+    assert not (tmp_path / "home").exists()
