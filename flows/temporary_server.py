@@ -106,18 +106,25 @@ def make_database() -> bool:
     114 migrations (10-24 s on 2 cores, docs/performance.md) are then paid by the install,
     not by the first ``docflow ingest`` (23-27 s, 14-15 s on a migrated database). Rerun
     after an upgrade of Prefect (the install's pins), it migrates what the new version adds.
-    Nothing where a server is configured: that server keeps its own database.
+    Nothing where a server is configured: that server keeps its own database. A failure
+    (a home that cannot be written) is one line on stderr, not the install's: the first
+    run then tries again and says why in its own error.
     """
     if server_configured():
         return False
     import asyncio
 
     from flows.env import apply_defaults
+    from tasks.common.errors import describe
 
     apply_defaults()  # no telemetry, as every command runs
     from prefect.server.database import provide_database_interface
 
-    asyncio.run(provide_database_interface().create_db())
+    try:
+        asyncio.run(provide_database_interface().create_db())
+    except Exception as exc:  # noqa: BLE001 - reported; the first run migrates it instead
+        print(f"docflow: Prefect's database was not made: {describe(exc)}", file=sys.stderr)
+        return False
     return True
 
 

@@ -122,3 +122,20 @@ def test_the_install_step_leaves_a_configured_servers_database_alone(tmp_path: P
     env.update(PREFECT_HOME=str(tmp_path / "home"), PREFECT_API_URL="http://127.0.0.1:9/api")
     subprocess.run([sys.executable, "-c", _install_step()], env=env, cwd=REPO, check=True)
     assert not (tmp_path / "home").exists()
+
+
+def test_a_home_that_cannot_hold_the_database_is_one_line_not_a_failed_install(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "a-file" / "home")
+    done = subprocess.run(
+        [sys.executable, "-c", _install_step()],
+        env=env, cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("docflow: ")]
+    assert len(lines) == 1 and "unable to open database file" in lines[0], done.stderr
+    assert lines[0].startswith("docflow: Prefect's database was not made: OperationalError")
