@@ -43,7 +43,7 @@ def _ingest_partition(params: IngestParams, day: dt.date) -> dict[str, Any]:
 
 
 def _row(day: dt.date, future: Future[dict[str, Any]]) -> dict[str, Any]:
-    error = future.exception()
+    error = lifetime.outcome(future)  # a Ctrl-C reaches this thread while it waits
     if error is not None:
         return {"date": day.isoformat(), "status": "failed", "error": f"{error}"[:300]}
     s = future.result()

@@ -23,8 +23,10 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from tasks.common.errors import DocflowError
 
@@ -84,6 +86,22 @@ def check_stopping() -> None:
         raise Stopping("the run stopped: work in flight gave up")
     if any(event.is_set() for event in outer):
         raise Stopping("the run that started this one stopped (a backfill's Ctrl-C or SIGTERM)")
+
+
+def outcome(future: Future[Any]) -> BaseException | None:
+    """Wait for ``future``; return its exception, or None if it succeeded.
+
+    In waits of :data:`STOP_POLL_S`, not one: Python runs a signal's handler in the main
+    thread only, when that thread runs Python again, and the kernel may hand a process's
+    Ctrl-C or SIGTERM to any of its threads. Taken by another thread, it reached a single
+    wait only when the future ended: a backfill's whole partition run, after which the
+    next day had started (seen once in the suite).
+    """
+    while True:
+        try:
+            return future.exception(timeout=STOP_POLL_S)
+        except TimeoutError:
+            continue
 
 
 def leave_interrupts_to_parent() -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextvars
+import subprocess
+import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tasks.common.lifetime import Stopping, check_stopping, stop_event, stoppable
+from tasks.common.lifetime import Stopping, check_stopping, outcome, stop_event, stoppable
+from tests.conftest import REPO
 
 
 def test_outside_a_run_nothing_is_stopping() -> None:
@@ -54,3 +58,41 @@ def test_a_run_started_inside_another_stops_with_it_and_not_the_other_way() -> N
             raise ValueError
         check_stopping()  # the others go on
     assert not backfill.is_set()
+
+
+def test_outcome_returns_the_error_or_none() -> None:
+    with ThreadPoolExecutor(1) as pool:
+        assert outcome(pool.submit(int, "7")) is None
+        assert isinstance(outcome(pool.submit(int, "seven")), ValueError)
+
+
+#: A Ctrl-C that the kernel hands to a thread other than the one waiting on the future
+#: (``pthread_kill`` aims it at one): the waiter must see it before the future ends.
+SIGNAL_TO_ANOTHER_THREAD = textwrap.dedent(
+    """
+    import signal, threading, time
+    from concurrent.futures import ThreadPoolExecutor
+    from tasks.common.lifetime import outcome
+
+    release = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(release.wait, 20)  # ends when released, at the latest in 20 s
+        def ctrl_c_to_this_thread():
+            time.sleep(0.2)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        threading.Thread(target=ctrl_c_to_this_thread).start()
+        try:
+            outcome(future)
+        except KeyboardInterrupt:
+            print("interrupted; the future done:", future.done())
+        release.set()
+    """
+)
+
+
+def test_a_ctrl_c_taken_by_another_thread_reaches_the_wait_before_the_future_ends() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.stdout.strip() == "interrupted; the future done: False", done.stderr[-2000:]
