@@ -147,7 +147,10 @@ def _stages(
         lifetime.check_stopping()  # a backfill that stops stops its partitions' runs
         # results first: a future that has given its result holds its final state; handed
         # one that has not, Prefect asks its server for the state (~25 ms a future, on the
-        # store's chain) to link the store to the run that made the part
+        # store's chain) to link the store to the run that made the part. Each waited for
+        # in steps, so that a Ctrl-C taken by another thread reaches this one meanwhile.
+        for future in (loaded, chunks, vectors):
+            lifetime.settle(future)
         docs, split, embedded = loaded.result(), chunks.result(), vectors.result()
         synced = store_task(ctx, loaded, chunks, vectors)  # type: ignore[call-overload]
         summary.add_batch(docs, split, embedded, synced)

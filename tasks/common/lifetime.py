@@ -104,6 +104,14 @@ def outcome(future: Future[Any]) -> BaseException | None:
             continue
 
 
+def settle(future: Any) -> None:
+    """Wait until a Prefect task future is done, in waits of :data:`STOP_POLL_S` (as
+    :func:`outcome`, for the same reason): its ``wait`` with a timeout, its wrapped
+    future's ``done`` (a thread's or a Dask future alike)."""
+    while not future.wrapped_future.done():
+        future.wait(STOP_POLL_S)
+
+
 def leave_interrupts_to_parent() -> None:
     """Ignore SIGINT in this (child) process: the parent handles Ctrl-C and stops it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -67,12 +67,22 @@ def test_outcome_returns_the_error_or_none() -> None:
 
 
 #: A Ctrl-C that the kernel hands to a thread other than the one waiting on the future
-#: (``pthread_kill`` aims it at one): the waiter must see it before the future ends.
+#: (``pthread_kill`` aims it at one): the waiter must see it before the future ends. WAIT
+#: is how it waits: ``outcome`` on the future, or ``settle`` on a real Prefect task future
+#: around it (what the ingest flow's batch loop waits on).
 SIGNAL_TO_ANOTHER_THREAD = textwrap.dedent(
     """
-    import signal, threading, time
+    import signal, sys, threading, time, uuid
     from concurrent.futures import ThreadPoolExecutor
-    from tasks.common.lifetime import outcome
+    from tasks.common.lifetime import outcome, settle
+
+    if sys.argv[1] == "settle":  # imported before the Ctrl-C, which would stop the import
+        from prefect.futures import PrefectConcurrentFuture
+
+    def wait(future):
+        if sys.argv[1] == "outcome":
+            return outcome(future)
+        return settle(PrefectConcurrentFuture(task_run_id=uuid.uuid4(), wrapped_future=future))
 
     release = threading.Event()
     with ThreadPoolExecutor(1) as pool:
@@ -82,7 +92,7 @@ SIGNAL_TO_ANOTHER_THREAD = textwrap.dedent(
             signal.pthread_kill(threading.get_ident(), signal.SIGINT)
         threading.Thread(target=ctrl_c_to_this_thread).start()
         try:
-            outcome(future)
+            wait(future)
         except KeyboardInterrupt:
             print("interrupted; the future done:", future.done())
         release.set()
@@ -90,9 +100,12 @@ SIGNAL_TO_ANOTHER_THREAD = textwrap.dedent(
 )
 
 
-def test_a_ctrl_c_taken_by_another_thread_reaches_the_wait_before_the_future_ends() -> None:
+@pytest.mark.parametrize("wait", ["outcome", "settle"])
+def test_a_ctrl_c_taken_by_another_thread_reaches_the_wait_before_the_future_ends(
+    wait: str,
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD],
+        [sys.executable, "-c", SIGNAL_TO_ANOTHER_THREAD, wait],
         capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
     )  # fmt: skip
     assert done.stdout.strip() == "interrupted; the future done: False", done.stderr[-2000:]
