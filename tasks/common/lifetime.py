@@ -105,9 +105,11 @@ def outcome(future: Future[Any]) -> BaseException | None:
 
 
 def settle(future: Any) -> None:
-    """Wait until a Prefect task future is done, in waits of :data:`STOP_POLL_S` (as
-    :func:`outcome`, for the same reason): its ``wait`` with a timeout, its wrapped
-    future's ``done`` (a thread's or a Dask future alike)."""
+    """Wait until a Prefect task future is done, in waits of :data:`STOP_POLL_S`.
+
+    As :func:`outcome`, for the same reason: its ``wait`` with a timeout, its wrapped
+    future's ``done`` (a thread's or a Dask future alike).
+    """
     while not future.wrapped_future.done():
         future.wait(STOP_POLL_S)
 
