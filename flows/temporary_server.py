@@ -91,12 +91,27 @@ def server_configured() -> bool:
         return bool(PREFECT_API_URL.value()) or bool(own and own.running)
     if os.environ.get("PREFECT_API_URL"):
         return True
-    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
-    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml")
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH") or prefect_home() / "profiles.toml")
     try:
         return "PREFECT_API_URL" in profiles.read_text(encoding="utf-8")
     except OSError:
         return False
+
+
+def prefect_home() -> Path:
+    """Return ``PREFECT_HOME`` as Prefect reads it (default ``~/.prefect``), unimported."""
+    return Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+
+
+def _make_home() -> None:
+    """Create ``PREFECT_HOME`` and its missing parents, before Prefect looks for it.
+
+    Prefect creates the folder only: with its parent missing, the server found no database
+    and the command ended on "Timed out while attempting to connect to ephemeral Prefect API
+    server". A home that cannot be made is left to Prefect's own warning and error.
+    """
+    with contextlib.suppress(OSError):
+        prefect_home().mkdir(parents=True, exist_ok=True)
 
 
 def make_database() -> bool:
@@ -112,6 +127,7 @@ def make_database() -> bool:
     """
     if server_configured():
         return False
+    _make_home()
     import asyncio
 
     from flows.env import apply_defaults
@@ -170,6 +186,7 @@ def spawn() -> EarlyServer | None:
     """
     if server_configured():
         return None
+    _make_home()
     spec = importlib.util.find_spec("prefect")  # finds the package without running it
     port = _free_port()
     if spec is None or spec.origin is None or port is None:

@@ -62,9 +62,13 @@ def test_no_second_server_while_prefect_holds_an_earlier_commands(
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no CPU priorities on this OS")
-def test_the_server_runs_below_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_server_runs_below_the_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The server takes the run's logs and events, which the run never waits for: it runs
-    SERVER_NICE steps down, so that on a busy machine the run's own work goes first."""
+    SERVER_NICE steps down, so that on a busy machine the run's own work goes first. And
+    its PREFECT_HOME is made with its parents (Prefect makes the last folder only)."""
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "new" / "home"))
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -82,6 +86,7 @@ def test_the_server_runs_below_the_command(monkeypatch: pytest.MonkeyPatch) -> N
                     break
                 time.sleep(0.05)
             assert nice == min(19, mine + SERVER_NICE)
+            assert (tmp_path / "new" / "home").is_dir()
     assert early.process.poll() is not None  # not adopted: stopped with the block
 
 
@@ -108,9 +113,9 @@ def test_the_install_leaves_the_temporary_servers_database_migrated(tmp_path: Pa
     """``make install``'s step, as the Makefile runs it: a new ``PREFECT_HOME`` gets Prefect's
     database at the head of its migrations, so a first command's server has none left to run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PREFECT_HOME"] = str(tmp_path / "home")
+    env["PREFECT_HOME"] = str(tmp_path / "new" / "home")  # its parent is made too
     subprocess.run([sys.executable, "-c", _install_step()], env=env, cwd=REPO, check=True)
-    with sqlite3.connect(tmp_path / "home" / "prefect.db") as db:
+    with sqlite3.connect(tmp_path / "new" / "home" / "prefect.db") as db:
         versions = {row[0] for row in db.execute("SELECT version_num FROM alembic_version")}
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
     assert versions == _sqlite_heads()
