@@ -98,6 +98,16 @@ def _install_step() -> str:
     raise AssertionError("the Makefile's install has no make_database step")
 
 
+def _run_install_step(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run the install's database step in a new process on ``home``, Prefect unset but ``env``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    clean.update(env, PREFECT_HOME=str(home))
+    return subprocess.run(
+        [sys.executable, "-c", _install_step()],
+        env=clean, cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
 def _sqlite_heads() -> set[str]:
     """Return the head revisions of Prefect's SQLite migrations (what a server migrates to)."""
     import prefect.server.database
@@ -112,9 +122,8 @@ def _sqlite_heads() -> set[str]:
 def test_the_install_leaves_the_temporary_servers_database_migrated(tmp_path: Path) -> None:
     """``make install``'s step, as the Makefile runs it: a new ``PREFECT_HOME`` gets Prefect's
     database at the head of its migrations, so a first command's server has none left to run."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PREFECT_HOME"] = str(tmp_path / "new" / "home")  # its parent is made too
-    subprocess.run([sys.executable, "-c", _install_step()], env=env, cwd=REPO, check=True)
+    done = _run_install_step(tmp_path / "new" / "home")  # its parent is made too
+    assert done.returncode == 0, done.stderr[-2000:]
     with sqlite3.connect(tmp_path / "new" / "home" / "prefect.db") as db:
         versions = {row[0] for row in db.execute("SELECT version_num FROM alembic_version")}
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
@@ -123,9 +132,8 @@ def test_the_install_leaves_the_temporary_servers_database_migrated(tmp_path: Pa
 
 
 def test_the_install_step_leaves_a_configured_servers_database_alone(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "home"), PREFECT_API_URL="http://127.0.0.1:9/api")
-    subprocess.run([sys.executable, "-c", _install_step()], env=env, cwd=REPO, check=True)
+    done = _run_install_step(tmp_path / "home", PREFECT_API_URL="http://127.0.0.1:9/api")
+    assert done.returncode == 0, done.stderr[-2000:]
     assert not (tmp_path / "home").exists()
 
 
@@ -133,12 +141,7 @@ def test_a_home_that_cannot_hold_the_database_is_one_line_not_a_failed_install(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "a-file").write_text("not a folder\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PREFECT_HOME"] = str(tmp_path / "a-file" / "home")
-    done = subprocess.run(
-        [sys.executable, "-c", _install_step()],
-        env=env, cwd=REPO, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    done = _run_install_step(tmp_path / "a-file" / "home")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("docflow: ")]
