@@ -76,6 +76,10 @@ SIGNAL_TO_ANOTHER_THREAD = textwrap.dedent(
     from concurrent.futures import ThreadPoolExecutor
     from tasks.common.lifetime import outcome, settle
 
+    # a shell's background job starts with SIGINT ignored, and Python keeps that: the
+    # Ctrl-C is then never raised at all, whatever the wait does
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     if sys.argv[1] == "settle":  # imported before the Ctrl-C, which would stop the import
         from prefect.futures import PrefectConcurrentFuture
 
