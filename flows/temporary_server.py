@@ -120,11 +120,10 @@ def make_database() -> bool:
     ``make install`` calls it, as it makes the model's ONNX export: a new ``PREFECT_HOME``'s
     114 migrations (10-24 s on 2 cores, docs/performance.md) are then paid by the install,
     not by the first ``docflow ingest`` (about 23 s, 14 s on a migrated database:
-    ``bench_first_run``). Rerun
-    after an upgrade of Prefect (the install's pins), it migrates what the new version adds.
-    Nothing where a server is configured: that server keeps its own database. A failure
-    (a home that cannot be written) is one line on stderr, not the install's: the first
-    run then tries again and says why in its own error.
+    ``bench_first_run``). Rerun after an upgrade of Prefect (the install's pins), it
+    migrates what the new version adds. Nothing where a server is configured: that server
+    keeps its own database. A failure (a home that cannot be written) is one line on
+    stderr, not the install's: the first run then tries again and says why in its own error.
     """
     if server_configured():
         return False
