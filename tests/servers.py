@@ -20,16 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.conftest import REPO, copy_sqlite
+from tests.conftest import REPO, SQLITE_SERVER_ENV, copy_sqlite
 
 BIN = Path(sys.executable).parent
 
-#: Server settings from docs/prefect-recipe.md §1: keep SQLite from answering 503.
+#: Server settings: keep SQLite from answering 503 (tests/conftest.py), no analytics, no UI.
 SERVER_ENV = {
-    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
-    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "200",
-    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "500",
-    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_READ_BATCH_SIZE": "100",
+    **SQLITE_SERVER_ENV,
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_UI_ENABLED": "false",
 }
