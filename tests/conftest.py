@@ -124,11 +124,3 @@ def tiny_corpus(tmp_path: Path) -> Path:
     (root / "notes.csv").write_text("a,b\n1,2\n", encoding="utf-8")
     return root
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the lint test (mypy: the longest single test) first.
-
-    Under ``make test`` each worker takes whole files in collection order; the longest
-    first keeps the two workers' shares even at the end.
-    """
-    items.sort(key=lambda item: "tests/unit/test_lint.py" not in str(item.fspath))
