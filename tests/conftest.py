@@ -17,11 +17,11 @@ apply_defaults()  # offline model loading, no telemetry, quiet Prefect: before a
 # sooner than a production server need (these reach the test servers through the env too).
 os.environ.setdefault("PREFECT_LOGGING_TO_API_BATCH_INTERVAL", "0.5")
 os.environ.setdefault("PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL", "0.5")
-#: Server settings from docs/prefect-recipe.md §11: a SQLite server writing a backlog of task
-#: runs answers 503 ("database is locked") and its clients back off 2+4+8+16+32 s. Set here,
-#: so the harness's server has them as well as the servers tests start (tests/servers.py): a
-#: worker's harness serves every flow run of its share of the suite (one call to
-#: create_flow_run once took 67 s).
+#: Server settings from ../shared/docs/prefect-recipe.md §11: a SQLite server writing a
+#: backlog of task runs answers 503 ("database is locked") and its clients back off
+#: 2+4+8+16+32 s. Set here, so the harness's server has them as well as the servers tests
+#: start (tests/servers.py): a worker's harness serves every flow run of its share of the
+#: suite (one call to create_flow_run once took 67 s).
 SQLITE_SERVER_ENV = {
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "200",
