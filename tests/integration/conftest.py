@@ -19,6 +19,7 @@ from tests.conftest import SAMPLE
 def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Start Prefect's test harness once per session, unless a server is configured.
 
+    It starts on a copy of the migrated database ``make test`` makes, where there is one.
     Its database, migrated and still empty, is kept for the servers tests start themselves
     (tests/servers.py, ``migrated_database``).
     """
@@ -27,9 +28,9 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         return
     from prefect.testing.utilities import prefect_test_harness
 
-    from tests.servers import keep_migrated_database
+    from tests.servers import harness_on_pristine_database, keep_migrated_database
 
-    with prefect_test_harness(server_startup_timeout=120):
+    with harness_on_pristine_database(), prefect_test_harness(server_startup_timeout=120):
         keep_migrated_database(tmp_path_factory.mktemp("prefect-migrated") / "prefect.db")
         yield
 

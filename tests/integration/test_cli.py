@@ -14,6 +14,7 @@ from flows.cli import main
 from tasks.common.tables import read_table
 from tasks.index.store import ChromaStore
 from tests.conftest import REPO
+from tests.servers import migrated_database
 
 SUMMARY_KEYS = {
     "run_id",
@@ -137,9 +138,13 @@ def test_query_without_index_is_a_usage_error_that_says_to_ingest(
 
 
 def test_console_script_end_to_end(tiny_corpus: Path, tmp_path: Path) -> None:
-    """The installed ``docflow`` entry point, as a user runs it (own temporary Prefect server)."""
+    """The installed ``docflow`` entry point, as a user runs it (own temporary Prefect server).
+
+    Its ``PREFECT_HOME`` holds a migrated database, as after ``make install``.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    migrated_database(tmp_path / "prefect-home" / "prefect.db")
     exe = Path(sys.executable).with_name("docflow")
     proc = subprocess.run(
         [
