@@ -12,24 +12,11 @@ from hypothesis import settings
 
 from flows.env import apply_defaults
 
-apply_defaults()  # offline model loading, no telemetry, quiet Prefect: before any import of them
+apply_defaults()  # offline model loading, no telemetry, quiet Prefect, the SQLite server batches
 # Tests wait for what runs send in the background (logs, events): ship and persist them
 # sooner than a production server need (these reach the test servers through the env too).
 os.environ.setdefault("PREFECT_LOGGING_TO_API_BATCH_INTERVAL", "0.5")
 os.environ.setdefault("PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL", "0.5")
-#: Server settings from ../shared/docs/prefect-recipe.md §11: a SQLite server writing a
-#: backlog of task runs answers 503 ("database is locked") and its clients back off
-#: 2+4+8+16+32 s. Set here, so the harness's server has them as well as the servers tests
-#: start (tests/servers.py): a worker's harness serves every flow run of its share of the
-#: suite (one call to create_flow_run once took 67 s).
-SQLITE_SERVER_ENV = {
-    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "200",
-    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "200",
-    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE": "500",
-    "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_READ_BATCH_SIZE": "100",
-}
-for _name, _value in SQLITE_SERVER_ENV.items():
-    os.environ.setdefault(_name, _value)
 
 # Property tests draw new examples on every run at a desk (that is how they find bugs). CI
 # (`.ci/run` sets HYPOTHESIS_PROFILE=ci) draws the same ones every run, so a red build is
@@ -123,4 +110,3 @@ def tiny_corpus(tmp_path: Path) -> Path:
     (root / ".dotfile.txt").write_text("hidden text\n", encoding="utf-8")
     (root / "notes.csv").write_text("a,b\n1,2\n", encoding="utf-8")
     return root
-

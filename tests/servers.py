@@ -23,13 +23,14 @@ from pathlib import Path
 from tempfile import mkdtemp
 from unittest import mock
 
-from tests.conftest import REPO, SQLITE_SERVER_ENV, copy_sqlite
+from flows.env import SQLITE_SERVER_BATCHES
+from tests.conftest import REPO, copy_sqlite
 
 BIN = Path(sys.executable).parent
 
-#: Server settings: keep SQLite from answering 503 (tests/conftest.py), no analytics, no UI.
+#: Server settings: keep SQLite from answering 503 (flows/env.py), no analytics, no UI.
 SERVER_ENV = {
-    **SQLITE_SERVER_ENV,
+    **SQLITE_SERVER_BATCHES,
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_UI_ENABLED": "false",
 }

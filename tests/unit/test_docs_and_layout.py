@@ -258,3 +258,16 @@ def test_a_command_that_does_not_parse_is_caught() -> None:
         parse(command)
     synopsis = "\n    docflow query   TEXT [-k N] [--json]\n    docflow split FILE ...\n"
     assert documented_commands(synopsis) == []
+
+
+def test_the_docs_give_a_server_the_sqlite_batch_sizes_commands_use() -> None:
+    """docs/deployments.md's exports for ``prefect server start`` are flows/env.py's sizes."""
+    from flows.env import SQLITE_SERVER_BATCHES
+
+    lines = docs.code_lines(docs.section("## Deployments"))
+    exported = dict(
+        line.removeprefix("export ").split("=", 1)
+        for line in lines
+        if line.startswith("export PREFECT_SERVER_SERVICES_")
+    )
+    assert exported == SQLITE_SERVER_BATCHES

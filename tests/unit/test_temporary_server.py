@@ -62,9 +62,7 @@ def test_no_second_server_while_prefect_holds_an_earlier_commands(
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no CPU priorities on this OS")
-def test_the_server_runs_below_the_command(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_server_runs_below_the_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The server takes the run's logs and events, which the run never waits for: it runs
     SERVER_NICE steps down, so that on a busy machine the run's own work goes first. And
     its PREFECT_HOME is made with its parents (Prefect makes the last folder only)."""
@@ -88,6 +86,35 @@ def test_the_server_runs_below_the_command(
             assert nice == min(19, mine + SERVER_NICE)
             assert (tmp_path / "new" / "home").is_dir()
     assert early.process.poll() is not None  # not adopted: stopped with the block
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="no /proc on this OS")
+def test_the_server_gets_the_sqlite_batch_sizes_and_a_users_value_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A command's temporary server runs with the recorder and persister batch sizes that
+    keep SQLite from answering 503 after a busy run (flows/env.py), as every command sets
+    them; a size the user exported is the one the server gets."""
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.env import SQLITE_SERVER_BATCHES, apply_defaults
+
+    for name in SQLITE_SERVER_BATCHES:
+        monkeypatch.delenv(name, raising=False)
+    users = "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE"
+    monkeypatch.setenv(users, "50")
+    apply_defaults()  # what main() does first
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        monkeypatch.setattr(SubprocessASGIServer(), "running", False)  # none from an earlier test
+        with temporary_server.started() as early:
+            assert early is not None
+            raw = Path(f"/proc/{early.process.pid}/environ").read_bytes()
+    env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+    assert {name: env.get(name) for name in SQLITE_SERVER_BATCHES} == {
+        **SQLITE_SERVER_BATCHES,
+        users: "50",
+    }
 
 
 def _install_step() -> str:
