@@ -88,13 +88,13 @@ def test_the_server_runs_below_the_command(monkeypatch: pytest.MonkeyPatch, tmp_
     assert early.process.poll() is not None  # not adopted: stopped with the block
 
 
-@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="no /proc on this OS")
 def test_the_server_gets_the_sqlite_batch_sizes_and_a_users_value_wins(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A command's temporary server runs with the recorder and persister batch sizes that
     keep SQLite from answering 503 after a busy run (flows/env.py), as every command sets
-    them; a size the user exported is the one the server gets."""
+    them; a size the user exported is the one the server uses (the server's own answer)."""
+    import httpx
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -102,19 +102,18 @@ def test_the_server_gets_the_sqlite_batch_sizes_and_a_users_value_wins(
 
     for name in SQLITE_SERVER_BATCHES:
         monkeypatch.delenv(name, raising=False)
-    users = "PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE"
-    monkeypatch.setenv(users, "50")
+    monkeypatch.setenv("PREFECT_SERVER_SERVICES_EVENT_PERSISTER_BATCH_SIZE", "50")
     apply_defaults()  # what main() does first
     with temporary_settings(restore_defaults={PREFECT_API_URL}):
         monkeypatch.setattr(SubprocessASGIServer(), "running", False)  # none from an earlier test
         with temporary_server.started() as early:
             assert early is not None
-            raw = Path(f"/proc/{early.process.pid}/environ").read_bytes()
-    env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
-    assert {name: env.get(name) for name in SQLITE_SERVER_BATCHES} == {
-        **SQLITE_SERVER_BATCHES,
-        users: "50",
-    }
+            api = f"http://127.0.0.1:{early.port}/api"
+            assert temporary_server._answers(f"{api}/health", early, 90)
+            services = httpx.get(f"{api}/admin/settings", timeout=30).json()["server"]["services"]
+    recorder, persister = services["task_run_recorder"], services["event_persister"]
+    assert (recorder["batch_size"], recorder["read_batch_size"]) == (200, 200)
+    assert (persister["batch_size"], persister["read_batch_size"]) == (50, 100)
 
 
 def _install_step() -> str:
