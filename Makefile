@@ -8,6 +8,8 @@ STAMP  := $(VENV)/.docflow-installed
 PRISTINE := $(VENV)/prefect-pristine/prefect.db
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 CONSTRAINTS := requirements/constraints.txt
+# create or upgrade the database of Prefect's temporary server in PREFECT_HOME
+MAKE_DATABASE := from flows.temporary_server import make_database; make_database()
 
 # offline machine: never reach for a model hub, never send telemetry
 export HF_HUB_OFFLINE := 1
@@ -31,7 +33,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -c "from tasks.embed.model import Embedder; Embedder().warm_up()"
 	# and the database of Prefect's temporary server, migrated (PREFECT_HOME, unless a
 	# server is configured): a first `make ingest` then starts in ~14 s, not ~25
-	$(BIN)/python -c "from flows.temporary_server import make_database; make_database()"
+	$(BIN)/python -c "$(MAKE_DATABASE)"
 	touch $(STAMP)
 
 ingest: install
@@ -40,8 +42,9 @@ ingest: install
 # an empty, migrated Prefect database the tests copy for their servers (tests/servers.py):
 # each pytest worker's server then starts in ~6 s, not the ~17 s of 114 migrations
 $(PRISTINE): $(STAMP)
-	env -u PREFECT_API_URL PREFECT_HOME=$(CURDIR)/$(VENV)/prefect-pristine $(BIN)/python -c \
-	  "from flows.temporary_server import make_database; make_database()"
+	env -u PREFECT_API_URL PREFECT_HOME=$(CURDIR)/$(VENV)/prefect-pristine \
+	  $(BIN)/python -c "$(MAKE_DATABASE)"
+	touch -c $@  # an upgrade that had nothing to do leaves the file as it was
 
 # every core: one pytest worker each, a test file's tests on one worker (they share its
 # module fixtures: a Prefect server, an ingest)

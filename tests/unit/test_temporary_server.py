@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import sqlite3
 import subprocess
 import sys
@@ -118,10 +117,12 @@ def test_the_server_gets_the_sqlite_batch_sizes_and_a_users_value_wins(
 
 def _install_step() -> str:
     """Return the Python code of ``make install``'s database step, read from the Makefile."""
-    for line in (REPO / "Makefile").read_text(encoding="utf-8").splitlines():
-        if "make_database" in line and "-c" in line:
-            return shlex.split(line.strip())[-1]
-    raise AssertionError("the Makefile's install has no make_database step")
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert '$(BIN)/python -c "$(MAKE_DATABASE)"' in makefile, "the install has no database step"
+    for line in makefile.splitlines():
+        if line.startswith("MAKE_DATABASE :="):
+            return line.split(":=", 1)[1].strip()
+    raise AssertionError("the Makefile defines no MAKE_DATABASE")
 
 
 def _run_install_step(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
